@@ -1,0 +1,1 @@
+"""The outer shell: the `reflectrm` command and the Gradio workbench."""

@@ -1,0 +1,84 @@
+"""The `reflectrm` command: assembles the library's, the store's and the app's sub-commands.
+
+Each part registers its own sub-commands; parts whose optional dependencies are missing are left
+out and say which extra to install when asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reflectrm import cli as judge_cli
+from reflectrm.errors import InputError, ReflectRMError
+
+EXIT_USAGE = 2
+OPTIONAL_PARTS = {"db.cli": "ui", "app.app_cli": "ui", "reflectrm.training.cli": "train"}
+
+
+def _open_store(url: str) -> Any:
+    try:
+        from db.services import JudgmentStore
+    except ImportError as exc:
+        raise InputError("--db needs the store: install it with `pip install 'reflectrm[ui]'`") from exc
+    return JudgmentStore.open(url)
+
+
+def _optional_registers() -> list[Callable[[argparse._SubParsersAction], None]]:
+    registers = []
+    for module in OPTIONAL_PARTS:
+        try:
+            registers.append(__import__(module, fromlist=["register"]).register)
+        except ModuleNotFoundError as exc:
+            # The part itself is absent (not built yet, or its extra is missing): leave it out.
+            logging.getLogger(__name__).debug("leaving out %s: %s", module, exc)
+    return registers
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reflectrm", description="ReflectRM: a self-reflecting generative reward model.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    judge_cli.register(sub, open_store=_open_store)
+    for register in _optional_registers():
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        _quiet_libraries()
+    try:
+        return int(args.func(args) or 0)
+    except ReflectRMError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def _quiet_libraries() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

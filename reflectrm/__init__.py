@@ -1,0 +1,29 @@
+"""ReflectRM: a generative reward model that judges response pairs and reflects on its own analyses.
+
+    >>> from reflectrm import judge, PreferencePair
+    >>> j = judge(PreferencePair.from_query("What is 47 + 38?", "85", "75"))   # demo judge
+    >>> j.verdict
+"""
+
+from reflectrm.backends import Backend, load_backend
+from reflectrm.core import JudgeConfig, Judgment, PreferencePair
+from reflectrm.errors import BackendError, ConfigError, InputError, ReflectRMError
+from reflectrm.pipeline import judge, judge_both_orders, judge_many, rejudge
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "ConfigError",
+    "InputError",
+    "JudgeConfig",
+    "Judgment",
+    "PreferencePair",
+    "ReflectRMError",
+    "judge",
+    "judge_both_orders",
+    "judge_many",
+    "load_backend",
+    "rejudge",
+]

@@ -1,0 +1,292 @@
+"""The transformers backend: any Hugging Face causal LM, on CPU or CUDA.
+
+Why a decode loop of its own instead of `generate()`:
+
+* the completions of one prompt share one prompt encoding: each distinct prompt is prefilled once
+  and its KV cache is fanned out to its samples;
+* only the sampled token's log-prob is kept per step ([rows] floats), never the full-vocabulary
+  scores of every step (151,936 floats per token per sequence for a Qwen3 vocabulary);
+* every completion has its own seeded generator, so a sample depends on its seed only, not on
+  which other prompts share the batch;
+* finished rows leave the batch, so long and short completions don't cost the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams
+from reflectrm.core.types import ChatMessage, messages_to_dicts
+from reflectrm.errors import BackendError, ContextLengthError, require
+
+log = logging.getLogger(__name__)
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+class TransformersBackend:
+    """Generation with a `transformers` model and tokenizer.
+
+    Args:
+        model: a loaded causal LM (eval mode is set here).
+        tokenizer: its tokenizer, with a chat template.
+        model_id: id or path, for the record.
+        model_revision: content hash or revision of the weights, for the record.
+        max_batch_rows: most sequences decoded at once (prompts x completions); bounds memory.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_id: str = "",
+        model_revision: str = "",
+        max_batch_rows: int = 64,
+    ) -> None:
+        self.torch = require("torch", extra="train")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.model_id = model_id or getattr(model.config, "_name_or_path", "") or "model"
+        self.model_revision = model_revision
+        self.max_batch_rows = max_batch_rows
+        self.device = next(model.parameters()).device
+        self.pad_id = _pad_id(tokenizer)
+        self.stop_ids = _stop_ids(model, tokenizer)
+        self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+
+    @classmethod
+    def from_pretrained(cls, model_id: str, *, device: str = "auto", dtype: str = "auto", **kw: Any) -> TransformersBackend:
+        """Load a model by Hugging Face id or local path; bf16 on CUDA, fp32 on CPU by default."""
+        torch = require("torch", extra="train")
+        transformers = require("transformers", extra="train")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        torch_dtype = {"auto": torch.bfloat16 if device.startswith("cuda") else torch.float32,
+                       "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+        local = Path(model_id).expanduser()
+        if not local.is_dir() and (model_id.startswith((".", "/", "~")) or model_id.count("/") > 1):
+            raise BackendError(f"model path {model_id!r} does not exist: pass --model a saved model folder or a Hugging Face id")
+        source = str(local) if local.is_dir() else model_id
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+            model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        except (OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BackendError(
+                f"cannot load model {model_id!r} ({first[:160]}): pass --model a local model folder, "
+                "or a Hugging Face id on a machine that can reach the Hub"
+            ) from exc
+        tokenizer.padding_side = "left"  # not persisted by transformers 5
+        model.to(device)
+        return cls(model, tokenizer, model_id=model_id, model_revision=weights_revision(source), **kw)
+
+    # -- protocol -------------------------------------------------------------------------------
+
+    def check_prompt(self, prompt: Sequence[ChatMessage], *, max_new_tokens: int) -> None:
+        n = len(self.encode(prompt))
+        if n + max_new_tokens > self.max_context:
+            raise ContextLengthError(
+                f"the prompt is {n} tokens and up to {max_new_tokens} more may be generated, but the model's "
+                f"context is {self.max_context} tokens: shorten the query or responses, or lower max_new_tokens"
+            )
+
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+        out: list[list[Completion]] = [[] for _ in requests]
+        for chunk in self._chunks(requests):
+            started = time.perf_counter()
+            encoded = [self.encode(requests[i].prompt) for i in chunk]
+            for i, ids in zip(chunk, encoded):
+                if len(ids) >= self.max_context:
+                    raise ContextLengthError(
+                        f"a prompt is {len(ids)} tokens but the model's context is {self.max_context}: shorten it"
+                    )
+            seeds = [list(requests[i].seeds) for i in chunk]
+            rows = self._decode(encoded, seeds, params)
+            for i, completions in zip(chunk, rows):
+                out[i] = completions
+            log.debug("generated %d rows in %.2fs", sum(map(len, seeds)), time.perf_counter() - started)
+        return out
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def encode(self, prompt: Sequence[ChatMessage]) -> list[int]:
+        """Token ids of a chat prompt with the generation prompt appended."""
+        text = self.tokenizer.apply_chat_template(messages_to_dicts(prompt), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _chunks(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
+        chunks: list[list[int]] = []
+        rows = 0
+        for i, r in enumerate(requests):
+            n = max(1, len(r.seeds))
+            if not chunks or rows + n > self.max_batch_rows:
+                chunks.append([])
+                rows = 0
+            chunks[-1].append(i)
+            rows += n
+        return [c for c in chunks if c]
+
+    def _decode(self, encoded: list[list[int]], seeds: list[list[int]], params: SamplingParams) -> list[list[Completion]]:
+        torch = self.torch
+        dev = self.device
+        width = max(map(len, encoded))
+        input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(encoded), width), dtype=torch.long)
+        for b, ids in enumerate(encoded):  # left padding
+            input_ids[b, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attn[b, width - len(ids):] = 1
+        input_ids, attn = input_ids.to(dev), attn.to(dev)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        budget = min(params.max_new_tokens, self.max_context - width)
+        with torch.inference_mode():
+            out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
+            # Fan each prompt's cache out to its completions: rows[r] = prompt index of row r.
+            rows = torch.tensor([b for b, s in enumerate(seeds) for _ in s], dtype=torch.long, device=dev)
+            cache = out.past_key_values
+            cache.batch_select_indices(rows)
+            logits = out.logits[:, -1, :].float()[rows]  # [R, V]
+            attn = attn[rows]
+            next_pos = positions[rows, -1:] + 1  # [R, 1]
+            gens = [self._generator(s) for seed_list in seeds for s in seed_list]
+            tokens, logps = self._loop(logits, cache, attn, next_pos, gens, params, budget)
+        return self._assemble(tokens, logps, seeds, params, budget)
+
+    def _generator(self, seed: int) -> Any:
+        g = self.torch.Generator(device=self.device)
+        g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+        return g
+
+    def _loop(self, logits, cache, attn, next_pos, gens, params, budget):  # noqa: ANN001, ANN202
+        """Decode until every row stops; returns per-row token and log-prob lists."""
+        torch = self.torch
+        total = logits.shape[0]
+        active = list(range(total))  # original row of each live row
+        tokens: list[list[int]] = [[] for _ in range(total)]
+        logps: list[list[float]] = [[] for _ in range(total)]
+        stop = torch.tensor(sorted(self.stop_ids), device=logits.device)
+        for _ in range(budget):
+            logprobs = torch.log_softmax(logits, dim=-1)  # [R, V], raw model distribution
+            tok = self._sample(logits, params, [gens[r] for r in active])  # [R]
+            lp = logprobs.gather(1, tok[:, None]).squeeze(1)
+            for j, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
+                tokens[active[j]].append(t)
+                logps[active[j]].append(p)
+            done = torch.isin(tok, stop)
+            if bool(done.all()):
+                break
+            if bool(done.any()):
+                keep = (~done).nonzero().squeeze(1)
+                cache.batch_select_indices(keep)
+                tok, attn, next_pos = tok[keep], attn[keep], next_pos[keep]
+                active = [active[k] for k in keep.tolist()]
+            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=-1)
+            out = self.model(input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos,
+                             past_key_values=cache, use_cache=True)
+            next_pos = next_pos + 1
+            logits = out.logits[:, -1, :].float()
+        return tokens, logps
+
+    def _sample(self, logits, params: SamplingParams, gens: list) -> Any:  # noqa: ANN001
+        torch = self.torch
+        if params.temperature == 0:
+            return logits.argmax(dim=-1)
+        scaled = logits / params.temperature
+        if params.top_k:
+            kth = torch.topk(scaled, min(params.top_k, scaled.shape[-1]), dim=-1).values[:, -1:]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        probs = torch.softmax(scaled, dim=-1)
+        if params.top_p < 1.0:
+            sorted_p, idx = probs.sort(dim=-1, descending=True)
+            drop = sorted_p.cumsum(-1) - sorted_p > params.top_p
+            probs = probs.scatter(1, idx, sorted_p.masked_fill(drop, 0.0))
+        return torch.cat([torch.multinomial(probs[j], 1, generator=g) for j, g in enumerate(gens)])
+
+    def _assemble(self, tokens, logps, seeds, params, budget) -> list[list[Completion]]:  # noqa: ANN001
+        out: list[list[Completion]] = []
+        r = 0
+        for seed_list in seeds:
+            row = []
+            for _ in seed_list:
+                toks, lps = tokens[r], logps[r]
+                stopped = bool(toks) and toks[-1] in self.stop_ids
+                if stopped:
+                    toks, lps = toks[:-1], lps[:-1]  # the stop token is not counted (Eq. 5)
+                text = self.tokenizer.decode(toks, skip_special_tokens=True)
+                row.append(Completion(text, tuple(lps) if params.logprobs else (), len(toks),
+                                      "stop" if stopped else "length"))
+                r += 1
+            out.append(row)
+        return out
+
+    def score(self, prompt: Sequence[ChatMessage], completion_ids: Sequence[int]) -> list[float]:
+        """Teacher-forced log-probs of `completion_ids` after `prompt` (for checks and rescoring)."""
+        torch = self.torch
+        ids = self.encode(prompt)
+        x = torch.tensor([ids + list(completion_ids)], device=self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=x).logits[0].float()
+        lp = torch.log_softmax(logits[len(ids) - 1 : -1], dim=-1)
+        return lp.gather(1, torch.tensor(list(completion_ids), device=self.device)[:, None]).squeeze(1).tolist()
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for value in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(v for v in value if isinstance(v, int))
+    for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+        tid = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid >= 0:
+            ids.add(tid)
+    if not ids:
+        raise BackendError("the tokenizer has no end-of-sequence token: set eos_token in its config")
+    return ids
+
+
+def weights_revision(source: str) -> str:
+    """A revision for the record: the Hub snapshot id, else a sha256 of the weight files.
+
+    Files under 256 MiB in all are hashed whole; larger ones by name, size and their first and
+    last 4 MiB (hashing 8 GB on every start would be slower than loading the model).
+    """
+    path = Path(source)
+    if not path.is_dir():
+        return "hub:" + source
+    parts = path.resolve().parts
+    if "snapshots" in parts:
+        return parts[parts.index("snapshots") + 1]
+    files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    total = sum(p.stat().st_size for p in files)
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode())
+        with p.open("rb") as fh:
+            if total <= 256 << 20:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            else:
+                size = os.fstat(fh.fileno()).st_size
+                h.update(str(size).encode())
+                h.update(fh.read(4 << 20))
+                fh.seek(max(0, size - (4 << 20)))
+                h.update(fh.read(4 << 20))
+    return "sha256:" + h.hexdigest()[:16]

@@ -1,0 +1,75 @@
+"""`JudgeConfig`: every inference choice the paper leaves open, named, documented, validated."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from reflectrm.core.confidence import DEFAULT_BOTTOM_FRAC
+from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX
+from reflectrm.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeConfig:
+    """How one judgment is made. Defaults follow the paper and, where it is silent, PAPER.md 10."""
+
+    strategy: str = "reflectrm"  # one of reflectrm.core.strategies.STRATEGIES
+    n: int = 8  # stage-1 samples N (paper: 8)
+    temperature: float = 1.0  # stage-1 sampling temperature (paper: 1.0)
+    top_k: int = 0  # stage-1 top-k truncation; 0 = none (plain sampling)
+    top_p: float = 1.0  # stage-1 nucleus truncation; 1.0 = none
+    max_new_tokens: int = 1024  # per stage-1 output (paper: 1024)
+    bottom_frac: float = DEFAULT_BOTTOM_FRAC  # Eq. 5 share of lowest-log-prob tokens
+    reflection_temperature: float = 0.0  # stage-2 decoding; 0 = greedy (paper: "greedy otherwise")
+    reflection_max_new_tokens: int = 1024  # per stage-2 reflection
+    critique_includes_verdict: bool = False  # show each critique's verdict beside its analysis (Eq. 7: analysis only)
+    skip_unanimous: bool = False  # skip stage 2 when every parseable output agrees (it cannot change the verdict)
+    matched_compute_n: int = 15  # samples of `majority@15`, the matched-compute baseline (8 + 7)
+    seed: int = 0  # seeds sampling, critique order and random strategies; same seed, same judgment
+    control_suffix: str = DEFAULT_CONTROL_SUFFIX  # appended to every prompt ("/no_think" for Qwen3)
+
+    def __post_init__(self) -> None:
+        from reflectrm.core.strategies import STRATEGIES  # late: strategies import this module's users
+
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"strategy {self.strategy!r} is unknown: use one of {', '.join(STRATEGIES)}")
+        _positive_int("n", self.n)
+        _positive_int("max_new_tokens", self.max_new_tokens)
+        _positive_int("reflection_max_new_tokens", self.reflection_max_new_tokens)
+        _positive_int("matched_compute_n", self.matched_compute_n)
+        for name in ("temperature", "reflection_temperature"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name} must be a finite number >= 0 (0 = greedy), got {value!r}")
+        if not (isinstance(self.top_k, int) and self.top_k >= 0):
+            raise ConfigError(f"top_k must be an integer >= 0 (0 = no truncation), got {self.top_k!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1] (1 = no truncation), got {self.top_p!r}")
+        if not 0.0 < self.bottom_frac <= 1.0:
+            raise ConfigError(f"bottom_frac must be in (0, 1] (paper: 0.10), got {self.bottom_frac!r}")
+        if self.strategy in ("reflectrm", "random-anchor", "random-winners") and self.n < 2:
+            raise ConfigError(f"strategy {self.strategy!r} compares samples with an anchor: n must be >= 2, got {self.n}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+
+    def with_(self, **changes: Any) -> JudgeConfig:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JudgeConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field {unknown[0]!r}: known fields are {', '.join(sorted(known))}")
+        return cls(**d)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")

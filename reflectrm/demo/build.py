@@ -1,0 +1,230 @@
+"""Build the demo judge from scratch: tokenizer, Qwen3-architecture model, training, evaluation.
+
+    python -m reflectrm.demo.build [--out DIR] [--steps N]
+
+Trains a byte-level BPE tokenizer (digits split one per token) on the synthetic domain, then a
+small `Qwen3ForCausalLM` by supervised fine-tuning on both tasks of the unified format: response
+preference (right against wrong arithmetic answers) and analysis preference (a right against a
+wrong analysis). It is deliberately small and briefly trained, so that it is imperfect: sampling,
+reflection and retraining have something to fix. Writes the model, tokenizer and `demo_card.json`
+(how it was built and what it scored) to --out. Needs the `train` extra (torch, transformers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from reflectrm.core.prompts import reflection_prompt, response_prompt
+from reflectrm.core.types import messages_to_dicts
+from reflectrm.demo import DEMO_MODEL_DIR
+from reflectrm.demo.tasks import make_pair, make_pairs, reflection_example, response_example
+
+log = logging.getLogger(__name__)
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TRAIN_SEED = 1234
+EVAL_SEED = 98765  # held-out pairs come from a different generator stream
+
+
+def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
+    """A byte-level BPE trained offline; digits are single tokens so arithmetic stays legible."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
+        bos_token=None, padding_side="left", model_max_length=4096,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def training_texts(n_pairs: int, *, seed: int, refl_every: int) -> list[tuple[str, str]]:
+    """(prompt, target) training examples: every pair gives a preference example, every
+    `refl_every`-th also a reflection example."""
+    from transformers import PreTrainedTokenizerFast  # noqa: F401  (fail early without the extra)
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_pairs):
+        pair = make_pair(rng, index=i, source="demo-train")
+        out.append((_render(response_prompt(pair)), response_example(pair)))
+        if i % refl_every == 0:
+            c1, c2, target = reflection_example(rng, pair)
+            out.append((_render(reflection_prompt(pair, c1, c2)), target))
+    return out
+
+
+def _render(prompt: list) -> str:
+    """The chat-template rendering of a prompt with the generation prompt (matches the backend)."""
+    from jinja2 import Template
+
+    return Template(CHAT_TEMPLATE).render(messages=messages_to_dicts(prompt), add_generation_prompt=True)
+
+
+def build_model(vocab_size: int, tokenizer: Any) -> Any:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,  # vLLM's CPU attention needs head_dim >= 32
+        max_position_embeddings=4096,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        bos_token_id=None,
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def _batches(examples: list[tuple[list[int], int]], batch_size: int, rng: random.Random):
+    """Length-bucketed batches of (ids, prompt_len), reshuffled every epoch."""
+    while True:
+        order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), rng.random()))
+        chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        rng.shuffle(chunks)
+        yield from chunks
+
+
+def train(model: Any, tokenizer: Any, examples: list[tuple[str, str]], *, steps: int, batch_size: int, lr: float) -> list[float]:
+    """Supervised fine-tuning on the targets only (prompt tokens are masked out of the loss)."""
+    import torch
+
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    encoded = []
+    for prompt, target in examples:
+        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        t = tokenizer(target, add_special_tokens=False)["input_ids"] + [eos]
+        encoded.append((p + t, len(p)))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
+    )
+    rng = random.Random(0)
+    batches = _batches(encoded, batch_size, rng)
+    model.train()
+    losses = []
+    started = time.perf_counter()
+    for step in range(steps):
+        idx = next(batches)
+        width = max(len(encoded[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        labels = torch.full((len(idx), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            seq, plen = encoded[i]
+            ids[row, : len(seq)] = torch.tensor(seq)
+            labels[row, plen : len(seq)] = torch.tensor(seq[plen:])
+            mask[row, : len(seq)] = 1
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+        if step % 50 == 0 or step == steps - 1:
+            log.info("step %d/%d loss %.4f (%.0fs)", step + 1, steps, float(loss), time.perf_counter() - started)
+    model.eval()
+    return losses
+
+
+def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[str, Any]:
+    """Parse rate of sampled outputs and greedy / two-stage accuracy on held-out pairs."""
+    from reflectrm.backends import load_backend
+    from reflectrm.core.config import JudgeConfig
+    from reflectrm.pipeline import judge_many
+
+    backend = load_backend(str(model_dir))
+    pairs = make_pairs(n_pairs, seed=seed, source="demo-heldout")
+    greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=96), batch_size=16))
+    two_stage = list(judge_many(pairs, backend, JudgeConfig(max_new_tokens=96, reflection_max_new_tokens=96), batch_size=8))
+    samples = [r for j in two_stage for r in j.rollouts]
+    reflections = [r for j in two_stage for r in j.reflections]
+    by_kind: dict[str, list[bool]] = {}
+    for j in greedy:
+        by_kind.setdefault(j.pair.subset, []).append(bool(j.correct))
+    return {
+        "heldout_pairs": n_pairs,
+        "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
+        "reflection_parse_rate": sum(r.status.parseable for r in reflections) / max(1, len(reflections)),
+        "greedy_accuracy": sum(bool(j.correct) for j in greedy) / len(greedy),
+        "greedy_accuracy_by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
+        "sample_accuracy": sum(r.prediction == j.pair.label for j in two_stage for r in j.rollouts) / len(samples),
+        "majority_accuracy": None,
+        "reflectrm_accuracy": sum(bool(j.correct) for j in two_stage) / len(two_stage),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR, help="where to write the model")
+    ap.add_argument("--steps", type=int, default=600, help="optimizer steps")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--pairs", type=int, default=24000, help="synthetic training pairs")
+    ap.add_argument("--vocab-size", type=int, default=640)
+    ap.add_argument("--eval-pairs", type=int, default=150, help="held-out pairs to evaluate (0 = skip)")
+    ap.add_argument("--seed", type=int, default=TRAIN_SEED)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    import torch
+
+    torch.manual_seed(args.seed)
+    started = time.perf_counter()
+    examples = training_texts(args.pairs, seed=args.seed, refl_every=2)
+    tokenizer = build_tokenizer([p + t for p, t in examples[:6000]], vocab_size=args.vocab_size)
+    model = build_model(len(tokenizer), tokenizer)
+    log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
+    losses = train(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr)
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(args.out)
+    tokenizer.save_pretrained(args.out)
+    train_s = time.perf_counter() - started
+    card: dict[str, Any] = {
+        "what": "ReflectRM demo judge: a tiny Qwen3-architecture model trained on synthetic arithmetic judging",
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "build_args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"},
+        "train_seconds": round(train_s, 1),
+        "final_loss": sum(losses[-20:]) / len(losses[-20:]),
+    }
+    if args.eval_pairs:
+        card["eval"] = evaluate(args.out, n_pairs=args.eval_pairs)
+    (args.out / "demo_card.json").write_text(json.dumps(card, indent=2) + "\n")
+    print(json.dumps(card, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

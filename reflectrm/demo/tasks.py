@@ -1,0 +1,168 @@
+"""The demo judge's synthetic, verifiable domain: is this arithmetic answer right?
+
+Each pair asks a small arithmetic question; one response gives the right answer, the other a
+plausibly wrong one (off by one, a dropped carry, swapped digits, ...). Because the right answer
+is computable, every analysis and verdict can be checked exactly. Pure standard library.
+
+Kinds (the pair's `subset`):
+  add  two-digit + two-digit      sub  two-digit - two-digit      mul  one-digit x two-digit (hardest)
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from reflectrm.core.prompts import Task, format_output
+from reflectrm.core.types import PreferencePair
+
+KINDS = ("add", "sub", "mul")
+SYMBOL = {"add": "+", "sub": "-", "mul": "*"}
+QUESTION_FORMS = ("What is {a} {op} {b}?", "Compute {a} {op} {b}.", "Calculate {a} {op} {b}.", "{a} {op} {b} = ?")
+ANSWER_FORMS = ("{a} {op} {b} = {v}.", "The answer is {v}.", "{v}", "It is {v}.", "{a} {op} {b} is {v}.")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    kind: str
+    a: int
+    b: int
+
+    @property
+    def answer(self) -> int:
+        return {"add": self.a + self.b, "sub": self.a - self.b, "mul": self.a * self.b}[self.kind]
+
+    @property
+    def expression(self) -> str:
+        return f"{self.a} {SYMBOL[self.kind]} {self.b}"
+
+
+def make_problem(rng: random.Random, kind: str) -> Problem:
+    if kind == "add":
+        return Problem(kind, rng.randint(10, 99), rng.randint(10, 99))
+    if kind == "sub":
+        a = rng.randint(20, 99)
+        return Problem(kind, a, rng.randint(10, a))
+    return Problem(kind, rng.randint(2, 9), rng.randint(10, 99))
+
+
+def wrong_answer(rng: random.Random, p: Problem) -> int:
+    """A plausible mistake: off by one or two, off by ten, a dropped carry, or swapped digits."""
+    v = p.answer
+    for _ in range(20):
+        how = rng.choice(("pm1", "pm2", "pm10", "carry", "swap"))
+        if how == "pm1":
+            w = v + rng.choice((-1, 1))
+        elif how == "pm2":
+            w = v + rng.choice((-2, 2))
+        elif how == "pm10":
+            w = v + rng.choice((-10, 10))
+        elif how == "carry":
+            w = v - 10 if v % 10 < 9 else v + 10
+        else:
+            s = str(v)
+            w = int(s[::-1]) if len(s) > 1 else v + 1
+        if w != v and w >= 0:
+            return w
+    return v + 1
+
+
+def answer_text(rng: random.Random, p: Problem, value: int) -> str:
+    return rng.choice(ANSWER_FORMS).format(a=p.a, op=SYMBOL[p.kind], b=p.b, v=value)
+
+
+def make_pair(rng: random.Random, *, kind: str | None = None, index: int = 0, source: str = "demo-arith") -> PreferencePair:
+    """One labelled pair: a question, a right and a wrong answer in random order."""
+    p = make_problem(rng, kind or rng.choice(KINDS))
+    right, wrong = answer_text(rng, p, p.answer), answer_text(rng, p, wrong_answer(rng, p))
+    label = rng.choice((1, 2))
+    r1, r2 = (right, wrong) if label == 1 else (wrong, right)
+    query = rng.choice(QUESTION_FORMS).format(a=p.a, op=SYMBOL[p.kind], b=p.b)
+    return PreferencePair.from_query(query, r1, r2, label=label, id=f"{source}:{index}", source=source, subset=p.kind)
+
+
+def make_pairs(n: int, *, seed: int, kinds: tuple[str, ...] = KINDS, source: str = "demo-arith") -> list[PreferencePair]:
+    rng = random.Random(seed)
+    return [make_pair(rng, kind=kinds[i % len(kinds)], index=i, source=source) for i in range(n)]
+
+
+_NUMBER = re.compile(r"-?\d+")
+_QUERY = re.compile(r"(\d+)\s*([-+*])\s*(\d+)")
+
+
+def problem_of(pair: PreferencePair) -> Problem:
+    """Recover the arithmetic problem of a demo pair from its query."""
+    m = _QUERY.search(pair.query)
+    if not m:
+        raise ValueError(f"not a demo arithmetic query: {pair.query!r}")
+    kind = {"+": "add", "-": "sub", "*": "mul"}[m.group(2)]
+    return Problem(kind, int(m.group(1)), int(m.group(3)))
+
+
+def stated_value(response: str, p: Problem) -> int | None:
+    """The number a response states as its answer (the last number in it)."""
+    numbers = [int(x) for x in _NUMBER.findall(response)]
+    return numbers[-1] if numbers else None
+
+
+def _verdict_word(ok: bool) -> str:
+    return "correct" if ok else "wrong"
+
+
+def response_analysis(pair: PreferencePair, computed: int) -> tuple[str, int]:
+    """The analysis a judge who computed `computed` writes, and the verdict it implies."""
+    p = problem_of(pair)
+    v1, v2 = stated_value(pair.response_1, p), stated_value(pair.response_2, p)
+    ok1, ok2 = v1 == computed, v2 == computed
+    text = (
+        f"{p.expression} = {computed}. Response 1 says {v1}, which is {_verdict_word(ok1)}. "
+        f"Response 2 says {v2}, which is {_verdict_word(ok2)}."
+    )
+    choice = 1 if ok1 and not ok2 else 2 if ok2 and not ok1 else 1
+    return text, choice
+
+
+def reflection_analysis(pair: PreferencePair, computed_1: int, computed_2: int) -> tuple[str, int]:
+    """The reflection comparing critiques that computed `computed_1` and `computed_2`."""
+    p = problem_of(pair)
+    v = p.answer
+    text = (
+        f"{p.expression} = {v}. Critique 1 computes {computed_1}, which is {_verdict_word(computed_1 == v)}. "
+        f"Critique 2 computes {computed_2}, which is {_verdict_word(computed_2 == v)}."
+    )
+    return text, 1 if computed_1 == v else 2
+
+
+def response_example(pair: PreferencePair) -> str:
+    """The target output of the response-preference task for a demo pair."""
+    analysis, choice = response_analysis(pair, problem_of(pair).answer)
+    return format_output(analysis, choice, task=Task.RESPONSE)
+
+
+def reflection_example(rng: random.Random, pair: PreferencePair) -> tuple[str, str, str]:
+    """(critique 1, critique 2, target output): a right and a wrong analysis in random order."""
+    p = problem_of(pair)
+    wrong_value = stated_value(pair.response_1 if pair.label == 2 else pair.response_2, p)
+    if wrong_value is None or wrong_value == p.answer or rng.random() < 0.3:
+        wrong_value = wrong_answer(rng, p)
+    right, _ = response_analysis(pair, p.answer)
+    wrong, _ = response_analysis(pair, wrong_value)
+    if rng.random() < 0.5:
+        analysis, choice = reflection_analysis(pair, p.answer, wrong_value)
+        return right, wrong, format_output(analysis, choice, task=Task.ANALYSIS)
+    analysis, choice = reflection_analysis(pair, wrong_value, p.answer)
+    return wrong, right, format_output(analysis, choice, task=Task.ANALYSIS)
+
+
+def iter_training_texts(seed: int) -> Iterator[str]:
+    """Raw text for training the tokenizer: queries, responses and target outputs."""
+    rng = random.Random(seed)
+    for i in range(4000):
+        pair = make_pair(rng, index=i)
+        yield pair.query
+        yield pair.response_1
+        yield pair.response_2
+        yield response_example(pair)
+        yield "\n".join(reflection_example(rng, pair))

@@ -1,0 +1,43 @@
+"""The exception hierarchy: unexpected failures only.
+
+Expected outcomes (an unparseable verdict, an empty winner group, an abstention) are values on the
+result types, never exceptions.
+"""
+
+from __future__ import annotations
+
+
+class ReflectRMError(Exception):
+    """Base class of every error ReflectRM raises on purpose."""
+
+
+class ConfigError(ReflectRMError, ValueError):
+    """A configuration value is invalid; the message names the field, the value and the fix."""
+
+
+class InputError(ReflectRMError, ValueError):
+    """User input (a pair, a data file line) is invalid; the message names the problem and the fix."""
+
+
+class BackendError(ReflectRMError):
+    """A backend could not load a model or could not do what was asked."""
+
+
+class ContextLengthError(BackendError, InputError):
+    """A prompt does not fit in the model's context window."""
+
+
+class MissingDependencyError(ReflectRMError, ImportError):
+    """An optional dependency is not installed; the message names the extra that provides it."""
+
+
+def require(module: str, *, extra: str) -> object:
+    """Import an optional dependency or raise a `MissingDependencyError` naming the extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise MissingDependencyError(
+            f"{module!r} is not installed: install it with `pip install 'reflectrm[{extra}]'`"
+        ) from exc

@@ -1,0 +1,34 @@
+"""Shared fixtures: a scripted backend whose outputs are set per test, and the demo judge."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def response_output(choice: int, analysis: str = "analysis") -> str:
+    return f"<Analysis>{analysis}</Analysis><Result>Response {choice} is better than Response {3 - choice}</Result>"
+
+
+def critique_output(choice: int) -> str:
+    return f"<Analysis>meta</Analysis><Result>Critique {choice} is better than Critique {3 - choice}</Result>"
+
+
+@pytest.fixture
+def rng() -> random.Random:
+    return random.Random(1234)
+
+
+@pytest.fixture(scope="session")
+def demo_backend():
+    """The bundled demo judge on the transformers backend (loaded once per test session)."""
+    from reflectrm.backends import load_backend
+
+    return load_backend(device="cpu")
