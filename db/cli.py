@@ -1,0 +1,96 @@
+"""`reflectrm import`, `reflectrm export` and `reflectrm db ...`: a thin shell over `db.services`.
+
+`reflectrm.cli` calls `register(sub)` to add these sub-commands. Every command takes `--db URL`
+(default: REFLECTRM_DATABASE_URL, else the SQLite file ./reflectrm.db).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from db.exporting import EXPORT_FORMATS, EXPORT_KINDS
+from db.importing import IMPORT_FIELDS, parse_mapping
+
+DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the store's sub-commands to the `reflectrm` parser."""
+    p = sub.add_parser("import", help="import pairs from JSONL, CSV or Parquet into the store",
+                       description="Import pairs: all rows, or none when a row is malformed.")
+    p.add_argument("file", type=Path, help="a .jsonl, .csv or .parquet file")
+    p.add_argument("--map", dest="mapping", default="",
+                   help=f"FIELD=COLUMN,... for fields {', '.join(IMPORT_FIELDS)} (e.g. query=question,response_1=a)")
+    p.add_argument("--source", help="source name for rows without one (default: the file name)")
+    p.add_argument("--db", help=DB_HELP)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="export judgments, corrections or training data",
+                       description="Export stored records. `training` (and --format hf) writes TRL GRPOTrainer prompts.")
+    p.add_argument("kind", choices=EXPORT_KINDS, help="what to export")
+    p.add_argument("--format", dest="fmt", choices=EXPORT_FORMATS, default="jsonl", help="jsonl, parquet or hf (datasets.save_to_disk)")
+    p.add_argument("--out", type=Path, required=True, help="output file (folder for hf); must not exist")
+    p.add_argument("--snapshot", help="export this snapshot's examples instead of the active ones")
+    p.add_argument("--include-inactive", action="store_true", help="also export excluded and withdrawn examples")
+    p.add_argument("--db", help=DB_HELP)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("db", help="database maintenance: upgrade, backup")
+    db_sub = p.add_subparsers(dest="db_command", required=True)
+    up = db_sub.add_parser("upgrade", help="migrate the database to this version's schema (creates a new one)")
+    up.add_argument("--db", help=DB_HELP)
+    up.set_defaults(func=cmd_upgrade)
+    backup = db_sub.add_parser("backup", help="copy a SQLite store with the online backup API (safe while in use)")
+    backup.add_argument("path", type=Path, help="the backup file to create")
+    backup.add_argument("--db", help=DB_HELP)
+    backup.set_defaults(func=cmd_backup)
+
+
+def _store(url: str | None):  # noqa: ANN202 - the import is lazy so `reflectrm --help` stays fast
+    from db.services import JudgmentStore
+
+    return JudgmentStore.open(url)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    mapping = parse_mapping(args.mapping)
+    with _store(args.db) as store:
+        report = store.import_pairs(args.file, mapping=mapping, source=args.source)
+    print(f"imported {report.added} new pair(s) from {args.file} ({report.already_present} already stored)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _store(args.db) as store:
+        count = store.export(args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive,
+                             snapshot=args.snapshot)
+    print(f"exported {count} {args.kind} row(s) to {args.out}")
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from db import schema
+    from db.engine import make_engine
+    from db.services import load_settings
+    from db.settings import normalise_url
+
+    settings = load_settings()
+    engine = make_engine(settings.database_url if args.db is None else normalise_url(args.db), settings)
+    try:
+        before = schema.current_revision(engine)
+        schema.upgrade(engine)
+        after = schema.current_revision(engine)
+    finally:
+        engine.dispose()
+    url = engine.url.render_as_string(hide_password=True)
+    print(f"{url}: schema {before or 'empty'} -> {after}" if before != after else f"{url}: schema already at {after}")
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    with _store(args.db) as store:
+        store.backup(args.path)
+    print(f"backed up to {args.path}", file=sys.stdout)
+    return 0

@@ -1,0 +1,358 @@
+"""Repository functions for what people curate: corrections, derived training examples, snapshots.
+
+`(session, *, ...)`, `select()`-based; they may flush, never commit. Example contents are never
+updated: editing a correction withdraws the examples it no longer derives and adds the new ones,
+so a snapshot's members keep the contents its hash was computed from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session
+
+from db import models as m
+from db.derivation import (
+    Analysis,
+    Mark,
+    check_correction,
+    content_hash,
+    derive_reflection_pairs,
+    preference_content,
+    reflection_content,
+)
+from db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
+from db.repository import get_pairs
+from db.types import utcnow
+from reflectrm.core.types import Choice
+from reflectrm.errors import InputError
+
+EXAMPLE_MODELS: dict[str, type[m.PreferenceExample] | type[m.ReflectionPair]] = {
+    "preference": m.PreferenceExample,
+    "reflection": m.ReflectionPair,
+}
+
+# --- corrections -----------------------------------------------------------------------------------
+
+
+def _samples(session: Session, judgment_id: int) -> list[Any]:
+    stmt = (
+        select(m.Sample.id, m.Sample.position, m.Sample.analysis, m.Sample.prediction)
+        .where(m.Sample.judgment_id == judgment_id)
+        .order_by(m.Sample.position)
+    )
+    return list(session.execute(stmt))
+
+
+def _judgment_pair_id(session: Session, judgment_id: int) -> int:
+    pair_id = session.scalar(select(m.Judgment.pair_id).where(m.Judgment.id == judgment_id))
+    if pair_id is None:
+        raise InputError(f"judgment {judgment_id} does not exist: pick one from the judgment list")
+    return pair_id
+
+
+def _correction(session: Session, correction_id: int, *, active: bool = True) -> m.Correction:
+    row = session.get(m.Correction, correction_id, with_for_update=True)
+    if row is None:
+        raise InputError(f"correction {correction_id} does not exist: pick one from the corrections list")
+    if active and not row.active:
+        raise InputError(f"correction {correction_id} was withdrawn: record a new correction instead")
+    return row
+
+
+def add_correction(
+    session: Session,
+    *,
+    judgment_id: int,
+    author: str,
+    verdict: Choice,
+    note: str,
+    marks: Mapping[int, Mark],
+    max_pairs: int,
+    seed: int,
+) -> int:
+    """Record a correction of a judgment (marks keyed by rollout position) and derive its examples."""
+    _judgment_pair_id(session, judgment_id)
+    samples = _samples(session, judgment_id)
+    check_correction(verdict=verdict, marks=marks, max_pairs=max_pairs, keys={s.position for s in samples})
+    existing = session.scalar(
+        select(m.Correction.id).where(m.Correction.judgment_id == judgment_id, m.Correction.active.is_(True))
+    )
+    if existing is not None:
+        raise InputError(f"judgment {judgment_id} already has correction {existing}: edit or withdraw that one")
+    now = utcnow()
+    row = m.Correction(
+        judgment_id=judgment_id, author=author, verdict=verdict, note=note, active=True, revision=1, history=[],
+        derivation_seed=seed, max_pairs=max_pairs, created_at=now, updated_at=now,
+    )
+    session.add(row)
+    session.flush()
+    _write_marks(session, row.id, marks, samples)
+    sync_derived(session, correction_id=row.id)
+    return row.id
+
+
+def _write_marks(session: Session, correction_id: int, marks: Mapping[int, Mark], samples: Sequence[Any]) -> None:
+    by_position = {s.position: s.id for s in samples}
+    session.execute(
+        m.CorrectionMark.__table__.delete().where(m.CorrectionMark.correction_id == correction_id)
+    )
+    if marks:
+        session.execute(
+            insert(m.CorrectionMark),
+            [{"correction_id": correction_id, "sample_id": by_position[p], "mark": mark} for p, mark in sorted(marks.items())],
+        )
+
+
+def _marks(session: Session, correction_id: int) -> dict[int, Mark]:
+    """Marks keyed by rollout position."""
+    stmt = (
+        select(m.Sample.position, m.CorrectionMark.mark)
+        .join(m.Sample, m.Sample.id == m.CorrectionMark.sample_id)
+        .where(m.CorrectionMark.correction_id == correction_id)
+        .order_by(m.Sample.position)
+    )
+    return dict(session.execute(stmt).all())  # type: ignore[arg-type]
+
+
+def _remember(session: Session, row: m.Correction) -> None:
+    """Keep the current version in `history` before it changes."""
+    version = {
+        "revision": row.revision,
+        "author": row.author,
+        "verdict": row.verdict,
+        "note": row.note,
+        "marks": {str(k): v for k, v in _marks(session, row.id).items()},
+        "updated_at": row.updated_at.isoformat(),
+    }
+    row.history = [*row.history, version]
+
+
+def edit_correction(
+    session: Session,
+    *,
+    correction_id: int,
+    author: str,
+    verdict: Choice | None,
+    note: str | None,
+    marks: Mapping[int, Mark] | None,
+) -> None:
+    """Change a correction's verdict, note or marks (None leaves one as it is) and re-derive."""
+    row = _correction(session, correction_id)
+    samples = _samples(session, row.judgment_id)
+    check_correction(
+        verdict=row.verdict if verdict is None else verdict,
+        marks=marks or {},
+        max_pairs=row.max_pairs,
+        keys={s.position for s in samples},
+    )
+    _remember(session, row)
+    row.author = author
+    row.verdict = row.verdict if verdict is None else verdict
+    row.note = row.note if note is None else note
+    row.revision += 1
+    row.updated_at = utcnow()
+    if marks is not None:
+        _write_marks(session, row.id, marks, samples)
+    session.flush()
+    sync_derived(session, correction_id=row.id)
+
+
+def withdraw_correction(session: Session, *, correction_id: int, author: str) -> None:
+    """Withdraw a correction and every example it derived."""
+    row = _correction(session, correction_id)
+    _remember(session, row)
+    now = utcnow()
+    row.author, row.active, row.withdrawn_at, row.updated_at, row.revision = author, None, now, now, row.revision + 1
+    session.flush()
+    sync_derived(session, correction_id=row.id)
+
+
+def sync_derived(session: Session, *, correction_id: int) -> None:
+    """Bring the correction's examples in line with it: keep what still follows, withdraw the rest, add the new."""
+    row = _correction(session, correction_id, active=False)
+    wanted = _wanted_examples(session, row) if row.active else {"preference": {}, "reflection": {}}
+    now = utcnow()
+    for kind, model in EXAMPLE_MODELS.items():
+        current = session.execute(
+            select(model.id, model.content_hash).where(model.correction_id == correction_id, model.state != "withdrawn")
+        ).all()
+        keep = set()
+        for example_id, digest in current:
+            if digest in wanted[kind] and digest not in keep:
+                keep.add(digest)
+            else:
+                session.execute(update(model).where(model.id == example_id).values(state="withdrawn", state_changed_at=now))
+        new = [values for digest, values in wanted[kind].items() if digest not in keep]
+        if new:
+            session.execute(insert(model), [{**v, "created_at": now, "state": "active"} for v in new])
+
+
+def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, dict[str, dict[str, Any]]]:
+    """The examples a correction derives, keyed by content hash."""
+    pair_id = _judgment_pair_id(session, row.judgment_id)
+    pair = get_pairs(session, pair_ids=[pair_id])[pair_id]
+    samples = _samples(session, row.judgment_id)
+    analyses = {s.id: Analysis(s.id, s.analysis, s.prediction) for s in samples}
+    by_position = {s.position: s.id for s in samples}
+    marks = {by_position[p]: mark for p, mark in _marks(session, row.id).items()}
+    provenance = {"pair_id": pair_id, "correction_id": row.id, "judgment_id": row.judgment_id}
+    preference_hash = content_hash(preference_content(pair, row.verdict))  # type: ignore[arg-type]
+    reflection = {}
+    for d in derive_reflection_pairs(
+        list(analyses.values()), verdict=row.verdict, marks=marks, max_pairs=row.max_pairs, seed=row.derivation_seed  # type: ignore[arg-type]
+    ):
+        digest = content_hash(reflection_content(pair, (analyses[d.critique_1], analyses[d.critique_2]), d.label))
+        reflection[digest] = {**provenance, "critique_1_id": d.critique_1, "critique_2_id": d.critique_2,
+                              "label": d.label, "content_hash": digest}
+    preference = {preference_hash: {**provenance, "label": row.verdict, "content_hash": preference_hash}}
+    return {"preference": preference, "reflection": reflection}
+
+
+def get_corrections(
+    session: Session, *, correction_ids: Sequence[int] | None = None, judgment_id: int | None = None,
+    include_withdrawn: bool = True,
+) -> list[CorrectionRecord]:
+    """Corrections by id or by judgment, oldest first."""
+    stmt = select(m.Correction).order_by(m.Correction.id)
+    if correction_ids is not None:
+        stmt = stmt.where(m.Correction.id.in_(list(correction_ids)))
+    if judgment_id is not None:
+        stmt = stmt.where(m.Correction.judgment_id == judgment_id)
+    if not include_withdrawn:
+        stmt = stmt.where(m.Correction.active.is_(True))
+    return [_correction_record(session, row) for row in session.scalars(stmt)]
+
+
+def _correction_record(session: Session, row: m.Correction) -> CorrectionRecord:
+    derived = {
+        kind: tuple(session.scalars(
+            select(model.id).where(model.correction_id == row.id, model.state != "withdrawn").order_by(model.id)
+        ))
+        for kind, model in EXAMPLE_MODELS.items()
+    }
+    return CorrectionRecord(
+        id=row.id, judgment_id=row.judgment_id, author=row.author, verdict=row.verdict, note=row.note,  # type: ignore[arg-type]
+        marks=_marks(session, row.id), active=bool(row.active), revision=row.revision,
+        derivation_seed=row.derivation_seed, max_pairs=row.max_pairs, created_at=row.created_at,
+        updated_at=row.updated_at, withdrawn_at=row.withdrawn_at,
+        preference_example_ids=derived["preference"], reflection_pair_ids=derived["reflection"],
+    )
+
+
+# --- examples --------------------------------------------------------------------------------------
+
+
+def list_examples(
+    session: Session, *, kind: ExampleKind, states: Sequence[str] | None, correction_id: int | None,
+    limit: int | None, offset: int,
+) -> list[ExampleRecord]:
+    model = _example_model(kind)
+    stmt = select(model).order_by(model.id).offset(offset).limit(limit)
+    if states is not None:
+        stmt = stmt.where(model.state.in_(list(states)))
+    if correction_id is not None:
+        stmt = stmt.where(model.correction_id == correction_id)
+    return [_example_record(kind, row) for row in session.scalars(stmt)]
+
+
+def _example_model(kind: str) -> type[m.PreferenceExample] | type[m.ReflectionPair]:
+    if kind not in EXAMPLE_MODELS:
+        raise InputError(f"example kind {kind!r} is unknown: use 'preference' or 'reflection'")
+    return EXAMPLE_MODELS[kind]
+
+
+def _example_record(kind: ExampleKind, row: Any) -> ExampleRecord:
+    critiques = (row.critique_1_id, row.critique_2_id) if kind == "reflection" else ()
+    return ExampleRecord(
+        kind=kind, id=row.id, pair_id=row.pair_id, label=row.label, state=row.state, correction_id=row.correction_id,
+        judgment_id=row.judgment_id, critiques=critiques, content_hash=row.content_hash, created_at=row.created_at,
+    )
+
+
+def set_example_state(session: Session, *, kind: ExampleKind, example_ids: Sequence[int], state: str) -> int:
+    """Exclude (state="excluded") or restore (state="active") examples; returns how many changed."""
+    model = _example_model(kind)
+    if state not in ("active", "excluded"):
+        raise InputError(f"an example can be set 'active' or 'excluded', not {state!r}")
+    ids = list(dict.fromkeys(example_ids))
+    found = dict(session.execute(select(model.id, model.state).where(model.id.in_(ids))).all())
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise InputError(f"{kind} example {missing[0]} does not exist: pick one from the examples list")
+    withdrawn = [i for i in ids if found[i] == "withdrawn"]
+    if withdrawn:
+        raise InputError(f"{kind} example {withdrawn[0]} was withdrawn with its correction: it cannot be {state}")
+    change = [i for i in ids if found[i] != state]
+    if change:
+        session.execute(update(model).where(model.id.in_(change)).values(state=state, state_changed_at=utcnow()))
+    return len(change)
+
+
+# --- snapshots -------------------------------------------------------------------------------------
+
+
+def create_snapshot(session: Session, *, name: str, note: str) -> SnapshotRecord:
+    """Freeze the active examples into a named snapshot whose hash covers their contents."""
+    if not name.strip():
+        raise InputError("a snapshot needs a name: pass one such as 'train-2026-12-01'")
+    if session.scalar(select(m.DatasetSnapshot.id).where(m.DatasetSnapshot.name == name)) is not None:
+        raise InputError(f"snapshot {name!r} already exists: choose another name")
+    members = {
+        kind: list(session.execute(select(model.id, model.content_hash).where(model.state == "active").order_by(model.id)))
+        for kind, model in EXAMPLE_MODELS.items()
+    }
+    digest = content_hash(sorted([kind, h] for kind, rows in members.items() for _, h in rows))
+    row = m.DatasetSnapshot(
+        name=name, note=note, content_hash=digest, num_preference=len(members["preference"]),
+        num_reflection=len(members["reflection"]), created_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    values = [{"snapshot_id": row.id, "preference_example_id": i, "reflection_pair_id": None} for i, _ in members["preference"]]
+    values += [{"snapshot_id": row.id, "preference_example_id": None, "reflection_pair_id": i} for i, _ in members["reflection"]]
+    if values:
+        session.execute(insert(m.SnapshotMember), values)
+    return _snapshot_record(row)
+
+
+def _snapshot_record(row: m.DatasetSnapshot) -> SnapshotRecord:
+    return SnapshotRecord(
+        id=row.id, name=row.name, note=row.note, content_hash=row.content_hash, num_preference=row.num_preference,
+        num_reflection=row.num_reflection, created_at=row.created_at,
+    )
+
+
+def list_snapshots(session: Session) -> list[SnapshotRecord]:
+    return [_snapshot_record(r) for r in session.scalars(select(m.DatasetSnapshot).order_by(m.DatasetSnapshot.id))]
+
+
+def snapshot_member_ids(session: Session, *, snapshot_id: int) -> dict[ExampleKind, list[int]]:
+    """The example ids a snapshot froze, per kind."""
+    if session.get(m.DatasetSnapshot, snapshot_id) is None:
+        raise InputError(f"snapshot {snapshot_id} does not exist: pick one from the snapshot list")
+    rows = session.execute(
+        select(m.SnapshotMember.preference_example_id, m.SnapshotMember.reflection_pair_id)
+        .where(m.SnapshotMember.snapshot_id == snapshot_id)
+        .order_by(m.SnapshotMember.id)
+    ).all()
+    out: dict[ExampleKind, list[int]] = {"preference": [], "reflection": []}
+    for preference_id, reflection_id in rows:
+        out["preference" if preference_id is not None else "reflection"].append(preference_id or reflection_id)
+    return out
+
+
+def snapshot_hash(session: Session, *, snapshot_id: int) -> str:
+    """Recompute a snapshot's hash from its members' contents (equals the stored hash unless tampered with)."""
+    columns = {"preference": m.SnapshotMember.preference_example_id, "reflection": m.SnapshotMember.reflection_pair_id}
+    members = []
+    for kind, model in EXAMPLE_MODELS.items():
+        stmt = (
+            select(model.content_hash)
+            .join(m.SnapshotMember, columns[kind] == model.id)
+            .where(m.SnapshotMember.snapshot_id == snapshot_id)
+        )
+        members += [[kind, h] for h in session.scalars(stmt)]
+    return content_hash(sorted(members))

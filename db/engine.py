@@ -1,0 +1,108 @@
+"""Engine and session factory: SQLite in WAL mode with foreign keys and a busy timeout, or PostgreSQL.
+
+SQLite transactions that write begin with `BEGIN IMMEDIATE`: the write lock is taken up front, so
+two writers queue on the busy timeout instead of deadlocking when both try to upgrade a read lock
+(an error SQLite reports at once, whatever the timeout). `run_transaction` retries the few
+lock errors that can still happen (a wait longer than the timeout) so they never reach a caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from db.settings import Settings
+from reflectrm.errors import ReflectRMError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_BEGIN_OPTION = "sqlite_begin"
+_LOCKED_MESSAGES = ("database is locked", "database table is locked", "database is busy")
+_RETRYABLE_SQLSTATES = ("40001", "40P01")  # PostgreSQL serialization failure, deadlock
+
+
+class DatabaseBusyError(ReflectRMError):
+    """The database stayed locked by other writers for longer than `Settings.lock_retry_s`."""
+
+
+def make_engine(url: str, settings: Settings | None = None) -> Engine:
+    """An engine for `url` (already normalised) with the store's connection settings."""
+    settings = settings or Settings()
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    in_memory = url in ("sqlite://", "sqlite:///:memory:")
+    engine = create_engine(
+        url,
+        connect_args={"timeout": settings.sqlite_busy_timeout_s, "check_same_thread": False},
+        poolclass=StaticPool if in_memory else None,
+    )
+    _configure_sqlite(engine, synchronous=settings.sqlite_synchronous, wal=not in_memory)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, *, synchronous: str, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # the driver stops issuing BEGIN; `_on_begin` does it
+        cursor = dbapi_connection.cursor()
+        if wal:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get(_BEGIN_OPTION, "")
+        connection.exec_driver_sql(f"BEGIN {mode}".strip())
+
+
+def session_factories(engine: Engine) -> tuple[sessionmaker[Session], sessionmaker[Session]]:
+    """(writes, reads): sessions whose SQLite transactions begin IMMEDIATE, and plain ones."""
+    writer = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}) if engine.dialect.name == "sqlite" else engine
+    return (
+        sessionmaker(writer, expire_on_commit=False),
+        sessionmaker(engine, expire_on_commit=False),
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether `exc` is a lock or serialization conflict worth retrying the whole transaction for."""
+    if isinstance(exc, OperationalError) and any(m in str(exc.orig).lower() for m in _LOCKED_MESSAGES):
+        return True
+    return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES
+
+
+def run_transaction(sessions: sessionmaker[Session], work: Callable[[Session], T], *, retry_s: float) -> T:
+    """Run `work` in one transaction (`with sessions.begin()`), retrying it on lock conflicts.
+
+    Raises:
+        DatabaseBusyError: still locked after `retry_s` seconds of retries.
+    """
+    deadline = time.monotonic() + retry_s
+    delay = 0.005
+    while True:
+        try:
+            with sessions.begin() as session:
+                return work(session)
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise DatabaseBusyError(
+                    f"the database stayed locked for {retry_s:.0f} s ({exc.orig}): another process holds it; "
+                    "retry later or raise REFLECTRM_LOCK_RETRY_S"
+                ) from exc
+            log.info("database busy (%s); retrying in %.3f s", exc.orig, delay)
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)

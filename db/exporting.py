@@ -1,0 +1,315 @@
+"""Export stored records as JSONL, Parquet, or a Hugging Face `datasets` dataset on disk.
+
+Kinds: `pairs`, `judgments`, `corrections`, `preference-examples`, `reflection-pairs`, and
+`training`: the active examples (or a snapshot's) as rows TRL's GRPOTrainer reads without
+conversion: `prompt` (a list of {role, content} messages, TRL's conversational format), `label` (the
+better candidate, 1 or 2) and `task` ("response" or "analysis") for a reward function, which can
+parse a completion with `reflectrm.core.parsing.parse_output(text, task=Task(task))` and compare.
+The `hf` format writes `training` rows (for the two example kinds: just that kind's rows).
+
+JSONL rows hold what Parquet rows hold; a judgment's JSONL row is `Judgment.to_dict()` plus row ids
+(`Judgment.from_dict` reads it back), and its Parquet row nests the same fields, with `config` and
+`timings` as JSON strings. Text is written as stored: NUL bytes and every Unicode plane survive all
+three formats. A lone surrogate (not Unicode, but a Python string can hold one) survives JSONL as a
+`\\udXXX` escape; Parquet and `hf` refuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, aliased
+
+from db import models as m
+from db.curation import get_corrections
+from db.repository import iter_judgments, pair_from_row
+from db.types import dumps_json
+from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, format_critique, reflection_prompt, response_prompt
+from reflectrm.core.types import messages_to_dicts
+from reflectrm.errors import InputError, require
+
+ExportKind = Literal["pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training"]
+ExportFormat = Literal["jsonl", "parquet", "hf"]
+EXPORT_KINDS: tuple[str, ...] = ("pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training")
+EXPORT_FORMATS: tuple[str, ...] = ("jsonl", "parquet", "hf")
+HF_KINDS = ("preference-examples", "reflection-pairs", "training")
+
+_BATCH = 1000  # rows per database read and per Parquet row group
+
+
+def check_export(kind: str, fmt: str) -> None:
+    """Raise `InputError` naming a bad kind or format."""
+    if kind not in EXPORT_KINDS:
+        raise InputError(f"export kind {kind!r} is unknown: use one of {', '.join(EXPORT_KINDS)}")
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(f"export format {fmt!r} is unknown: use one of {', '.join(EXPORT_FORMATS)}")
+    if fmt == "hf" and kind not in HF_KINDS:
+        raise InputError(f"the hf format holds training prompts: export {kind} as jsonl or parquet, or use {', '.join(HF_KINDS)}")
+
+
+def export_rows(
+    session: Session, *, kind: str, fmt: str, states: tuple[str, ...], snapshot_id: int | None
+) -> Iterator[dict[str, Any]]:
+    """The rows of one export, in id order."""
+    if fmt == "hf" or kind == "training":
+        wanted = {"preference-examples": ("preference",), "reflection-pairs": ("reflection",)}.get(
+            kind, ("preference", "reflection")
+        )
+        for example_kind in wanted:
+            yield from training_rows(session, kind=example_kind, states=states, snapshot_id=snapshot_id)
+        return
+    if kind == "pairs":
+        yield from _pair_rows(session)
+    elif kind == "judgments":
+        yield from (_judgment_row(s, nested_json=fmt == "parquet") for s in iter_judgments(session))
+    elif kind == "corrections":
+        yield from _correction_rows(session)
+    else:
+        example_kind = "preference" if kind == "preference-examples" else "reflection"
+        for row, pair, critiques, _ in _example_rows(session, kind=example_kind, states=states, snapshot_id=snapshot_id):
+            yield _example_row(example_kind, row, pair, critiques)
+
+
+# --- row builders ----------------------------------------------------------------------------------
+
+
+def _pair_fields(pair: Any) -> dict[str, Any]:
+    return {
+        "id": pair.id,
+        "messages": messages_to_dicts(pair.conversation),
+        "response_1": pair.response_1,
+        "response_2": pair.response_2,
+        "label": pair.label,
+        "source": pair.source,
+        "subset": pair.subset,
+    }
+
+
+def _pair_rows(session: Session) -> Iterator[dict[str, Any]]:
+    last = 0
+    while rows := list(session.execute(
+        select(m.Pair.__table__).where(m.Pair.id > last).order_by(m.Pair.id).limit(_BATCH)
+    )):
+        for row in rows:
+            yield {"pair_id": row.id, **_pair_fields(pair_from_row(row)), "fingerprint": row.fingerprint,
+                   "created_at": row.created_at}
+        last = rows[-1].id
+
+
+def _judgment_row(stored: Any, *, nested_json: bool) -> dict[str, Any]:
+    d = stored.judgment.to_dict()
+    if nested_json:  # Parquet: numbers stay numbers; free-form mappings become JSON strings
+        d["rollouts"] = [{**r, "confidence": float(r["confidence"])} for r in d["rollouts"]]
+        d["config"], d["timings"] = dumps_json(d["config"]), dumps_json(d["timings"])
+    return {"judgment_id": stored.id, "pair_id": stored.pair_id, "twin_id": stored.twin_id, "swapped": stored.swapped,
+            "created_at": stored.created_at, **d}
+
+
+def _correction_rows(session: Session) -> Iterator[dict[str, Any]]:
+    for c in get_corrections(session):
+        yield {
+            "correction_id": c.id, "judgment_id": c.judgment_id, "author": c.author, "verdict": c.verdict,
+            "note": c.note, "marks": [{"position": p, "mark": mk} for p, mk in sorted(c.marks.items())],
+            "state": "active" if c.active else "withdrawn", "revision": c.revision,
+            "derivation_seed": c.derivation_seed, "max_pairs": c.max_pairs, "created_at": c.created_at,
+            "updated_at": c.updated_at, "withdrawn_at": c.withdrawn_at,
+            "preference_example_ids": list(c.preference_example_ids), "reflection_pair_ids": list(c.reflection_pair_ids),
+        }
+
+
+def _example_rows(
+    session: Session, *, kind: str, states: tuple[str, ...], snapshot_id: int | None
+) -> Iterator[tuple[Any, Any, tuple[Any, Any] | None, dict[str, Any]]]:
+    """(example row, pair, critique sample rows or None, judgment config) in id order."""
+    model = m.PreferenceExample if kind == "preference" else m.ReflectionPair
+    c1, c2 = aliased(m.Sample), aliased(m.Sample)
+    stmt = select(model, m.Pair.__table__, m.Judgment.config).join(m.Pair, m.Pair.id == model.pair_id)
+    stmt = stmt.outerjoin(m.Judgment, m.Judgment.id == model.judgment_id)
+    if kind == "reflection":
+        stmt = stmt.add_columns(c1, c2).join(c1, c1.id == m.ReflectionPair.critique_1_id)
+        stmt = stmt.join(c2, c2.id == m.ReflectionPair.critique_2_id)
+    if snapshot_id is not None:
+        member = m.SnapshotMember.preference_example_id if kind == "preference" else m.SnapshotMember.reflection_pair_id
+        stmt = stmt.join(m.SnapshotMember, member == model.id).where(m.SnapshotMember.snapshot_id == snapshot_id)
+    else:
+        stmt = stmt.where(model.state.in_(states))
+    last = 0
+    while rows := list(session.execute(stmt.where(model.id > last).order_by(model.id).limit(_BATCH))):
+        for row in rows:
+            critiques = (row[-2], row[-1]) if kind == "reflection" else None
+            yield row[0], pair_from_row(row), critiques, row.config or {}
+        last = rows[-1][0].id
+
+
+def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | None) -> dict[str, Any]:
+    out = {"example_id": row.id, "pair_id": row.pair_id, **_pair_fields(pair)}
+    if critiques is not None:
+        out.update({
+            "critique_1": critiques[0].analysis, "critique_2": critiques[1].analysis,
+            "prediction_1": critiques[0].prediction, "prediction_2": critiques[1].prediction,
+            "critique_1_sample_id": critiques[0].id, "critique_2_sample_id": critiques[1].id,
+        })
+    out.update({"label": row.label, "state": row.state, "correction_id": row.correction_id,
+                "judgment_id": row.judgment_id, "content_hash": row.content_hash, "created_at": row.created_at})
+    return out
+
+
+def training_rows(
+    session: Session, *, kind: str, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """TRL conversational rows: the judge prompt of each example, its label and task."""
+    for row, pair, critiques, config in _example_rows(session, kind=kind, states=states, snapshot_id=snapshot_id):
+        suffix = config.get("control_suffix", DEFAULT_CONTROL_SUFFIX)
+        if critiques is None:
+            prompt, task = response_prompt(pair, control_suffix=suffix), "response"
+        else:
+            shown = [format_critique(c.analysis, c.prediction, include_verdict=config.get("critique_includes_verdict", False))
+                     for c in critiques]
+            prompt, task = reflection_prompt(pair, *shown, control_suffix=suffix), "analysis"
+        yield {"prompt": messages_to_dicts(prompt), "label": row.label, "task": task, "example_id": row.id,
+               "pair_id": row.pair_id}
+
+
+# --- Arrow schemas (explicit: a column that is null in the first rows must not lose its type) -----
+
+
+def arrow_schema(kind: str, fmt: str) -> Any:
+    """The Arrow schema of an export's rows."""
+    pa = require("pyarrow", extra="ui")
+    text, num, flag, ts = pa.string(), pa.int64(), pa.bool_(), pa.timestamp("us", tz="UTC")
+    messages = pa.list_(pa.struct([("role", text), ("content", text)]))
+    pair = [("id", text), ("messages", messages), ("response_1", text), ("response_2", text), ("label", num),
+            ("source", text), ("subset", text)]
+    provenance = [("label", num), ("state", text), ("correction_id", num), ("judgment_id", num),
+                  ("content_hash", text), ("created_at", ts)]
+    if fmt == "hf" or kind == "training":
+        return pa.schema([("prompt", messages), ("label", num), ("task", text), ("example_id", num), ("pair_id", num)])
+    fields: dict[str, list[tuple[str, Any]]] = {
+        "pairs": [("pair_id", num), *pair, ("fingerprint", text), ("created_at", ts)],
+        "judgments": [
+            ("judgment_id", num), ("pair_id", num), ("twin_id", num), ("swapped", flag), ("created_at", ts),
+            ("pair", pa.struct(pair)), ("strategy", text),
+            ("rollouts", pa.list_(pa.struct([
+                ("index", num), ("text", text), ("analysis", text), ("prediction", num), ("status", text),
+                ("confidence", pa.float64()), ("num_tokens", num), ("greedy", flag), ("finish_reason", text)]))),
+            ("verdict", num), ("anchor", num),
+            ("reflections", pa.list_(pa.struct([
+                ("sample", num), ("anchor", num), ("order", pa.list_(num)), ("text", text), ("analysis", text),
+                ("choice", num), ("status", text), ("num_tokens", num), ("prefers_sample", flag)]))),
+            ("winners", pa.list_(num)),
+            ("vote", pa.struct([("counts", pa.list_(pa.float64())), ("voters", pa.list_(num)), ("anchor_added", flag)])),
+            ("stage2_skipped", flag), ("abstain_reason", text), ("config", text), ("model", text),
+            ("model_revision", text), ("backend", text), ("seed", num), ("timings", text),
+            ("tokens_generated", num), ("correct", flag),
+        ],
+        "corrections": [
+            ("correction_id", num), ("judgment_id", num), ("author", text), ("verdict", num), ("note", text),
+            ("marks", pa.list_(pa.struct([("position", num), ("mark", text)]))), ("state", text), ("revision", num),
+            ("derivation_seed", num), ("max_pairs", num), ("created_at", ts), ("updated_at", ts),
+            ("withdrawn_at", ts), ("preference_example_ids", pa.list_(num)), ("reflection_pair_ids", pa.list_(num)),
+        ],
+        "preference-examples": [("example_id", num), ("pair_id", num), *pair[:4], *pair[5:], *provenance],
+        "reflection-pairs": [
+            ("example_id", num), ("pair_id", num), *pair[:4], *pair[5:], ("critique_1", text), ("critique_2", text),
+            ("prediction_1", num), ("prediction_2", num), ("critique_1_sample_id", num),
+            ("critique_2_sample_id", num), *provenance,
+        ],
+    }
+    return pa.schema(fields[kind])
+
+
+# --- writers ---------------------------------------------------------------------------------------
+
+
+def write_rows(rows: Iterable[dict[str, Any]], *, fmt: str, out: Path, schema: Any = None) -> int:
+    """Write rows to `out` in `fmt` (`schema`: their Arrow schema, for parquet and hf); returns the row count.
+
+    A failed export leaves no partial file behind.
+    """
+    out = Path(out)
+    if out.exists():
+        raise InputError(f"{out} already exists: pass a new --out path (exports never overwrite)")
+    if not out.parent.is_dir():
+        raise InputError(f"the folder of {out} does not exist: create it first")
+    tmp = out.with_name(f".{out.name}.partial")
+    try:
+        if fmt == "jsonl":
+            count = _write_jsonl(rows, tmp)
+        else:
+            count = (_write_parquet if fmt == "parquet" else _write_hf)(rows, tmp, schema)
+        tmp.rename(out)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp)
+        elif tmp.exists():
+            tmp.unlink()
+    return count
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"cannot export {type(value).__name__}")
+
+
+def _write_jsonl(rows: Iterable[dict[str, Any]], path: Path) -> int:
+    count = 0
+    with path.open("w", encoding="utf-8", newline="\n") as fh:
+        for row in rows:
+            try:
+                line = json.dumps(row, ensure_ascii=False, default=_json_default)
+                line.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: escaped JSON keeps it
+                line = json.dumps(row, default=_json_default)
+            fh.write(line + "\n")
+            count += 1
+    return count
+
+
+def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == _BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _arrow_table(batch: list[dict[str, Any]], schema: Any) -> Any:
+    pa = require("pyarrow", extra="ui")
+    try:
+        return pa.Table.from_pylist(batch, schema=schema)
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            "a record holds a lone surrogate (text that is not valid Unicode), which Parquet cannot store: "
+            "export it as jsonl"
+        ) from exc
+
+
+def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, schema: Any) -> int:
+    pq = require("pyarrow.parquet", extra="ui")
+    count = 0
+    with pq.ParquetWriter(path, schema) as writer:  # no rows: still a valid file with the columns
+        for batch in _batches(rows):
+            writer.write_table(_arrow_table(batch, schema))
+            count += len(batch)
+    return count
+
+
+def _write_hf(rows: Iterable[dict[str, Any]], path: Path, schema: Any) -> int:
+    require("datasets", extra="train")
+    pa = require("pyarrow", extra="ui")
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    table = pa.Table.from_batches([b for batch in _batches(rows) for b in _arrow_table(batch, schema).to_batches()],
+                                  schema=schema)
+    Dataset(InMemoryTable(table)).save_to_disk(str(path))
+    return table.num_rows

@@ -1,0 +1,288 @@
+"""SQLAlchemy 2 typed models: pairs, judgments and their samples and reflections, corrections,
+derived training examples, dataset snapshots, and placeholders for training and evaluation runs.
+
+Rows that describe what happened (pairs, judgments, samples, reflections, example contents) are
+never updated after they are written; what people change (corrections, example states) is
+recorded with timestamps and kept. Text from models and users is `LosslessText` (see `db.types`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from db.types import JSONText, LosslessText, UTCDateTime, utcnow
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+EXAMPLE_STATES = ("active", "excluded", "withdrawn")
+"""active: used by snapshots; excluded: set aside by a person; withdrawn: its correction was withdrawn or edited."""
+
+MARKS = ("right", "wrong")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {str: LosslessText(), dict[str, Any]: JSONText(), datetime: UTCDateTime()}
+
+
+def _choice_check(column: str, *, nullable: bool = False) -> CheckConstraint:
+    rule = f"{column} IN (1, 2)"
+    return CheckConstraint(f"{column} IS NULL OR {rule}" if nullable else rule, name=f"{column}_is_1_or_2")
+
+
+def _state_check() -> CheckConstraint:
+    return CheckConstraint(f"state IN ({', '.join(repr(s) for s in EXAMPLE_STATES)})", name="state_known")
+
+
+class Pair(Base):
+    """A query (or conversation) with two responses. Identical pairs are stored once (`pair_key`)."""
+
+    __tablename__ = "pairs"
+    __table_args__ = (_choice_check("label", nullable=True), Index(None, "source", "source_id"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pair_key: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of every field below: dedup key
+    fingerprint: Mapped[str] = mapped_column(String(64), index=True)  # PreferencePair.fingerprint(): content only
+    messages: Mapped[list[dict[str, str]]] = mapped_column(JSONText())  # [{role, content}], ending in the user query
+    response_1: Mapped[str]
+    response_2: Mapped[str]
+    label: Mapped[int | None] = mapped_column(SmallInteger)  # the better response when known
+    source: Mapped[str]  # data set name, "manual", ...
+    source_id: Mapped[str]  # PreferencePair.id
+    subset: Mapped[str]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Judgment(Base):
+    """One judgment of one pair (`reflectrm.Judgment`), with the columns a review queue sorts on."""
+
+    __tablename__ = "judgments"
+    __table_args__ = (_choice_check("verdict", nullable=True),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pair_id: Mapped[int] = mapped_column(ForeignKey("pairs.id"), index=True)
+    twin_id: Mapped[int | None] = mapped_column(ForeignKey("judgments.id", ondelete="SET NULL"))  # the other order of a swap audit
+    swapped: Mapped[bool] = mapped_column(Boolean, default=False)  # True for the swapped-order twin
+    model: Mapped[str]
+    model_revision: Mapped[str]  # a content hash or revision of the weights
+    backend: Mapped[str]
+    strategy: Mapped[str] = mapped_column(String(40), index=True)
+    config: Mapped[dict[str, Any]]  # the full JudgeConfig, seeds included
+    seed: Mapped[int] = mapped_column(BigInteger)
+    timings: Mapped[dict[str, Any]]
+    tokens_generated: Mapped[int] = mapped_column(Integer)
+    verdict: Mapped[int | None] = mapped_column(SmallInteger)  # NULL: the judge abstained
+    abstain_reason: Mapped[str]
+    anchor: Mapped[int | None] = mapped_column(Integer)  # rollout index of the anchor (Eq. 6)
+    winners: Mapped[list[int]] = mapped_column(JSONText())  # Eq. 8 winner group
+    vote_counts: Mapped[list[float] | None] = mapped_column(JSONText())  # Eq. 9 tally; NULL without a vote
+    vote_voters: Mapped[list[int] | None] = mapped_column(JSONText())
+    vote_anchor_added: Mapped[bool | None] = mapped_column(Boolean)
+    stage2_skipped: Mapped[bool] = mapped_column(Boolean)
+    # Derived at record time for the review queue (a judgment never changes afterwards).
+    anchor_confidence: Mapped[float | None] = mapped_column(Double)  # Eq. 5 of the anchor; NULL: no anchor or -inf
+    split_vote: Mapped[bool] = mapped_column(Boolean)  # both responses got votes
+    overturned: Mapped[bool] = mapped_column(Boolean)  # the verdict differs from the anchor's own prediction
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class Sample(Base):
+    """One stage-1 output (`reflectrm.core.types.Rollout`)."""
+
+    __tablename__ = "samples"
+    __table_args__ = (UniqueConstraint("judgment_id", "position"), _choice_check("prediction", nullable=True))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)  # place in Judgment.rollouts
+    idx: Mapped[int] = mapped_column(Integer)  # Rollout.index
+    text: Mapped[str]  # the raw generated text
+    analysis: Mapped[str]
+    prediction: Mapped[int | None] = mapped_column(SmallInteger)  # NULL: unparseable
+    status: Mapped[str] = mapped_column(String(20))  # ParseStatus value
+    confidence: Mapped[float | None] = mapped_column(Double)  # Eq. 5; NULL means -inf (no generated token)
+    num_tokens: Mapped[int] = mapped_column(Integer)
+    greedy: Mapped[bool] = mapped_column(Boolean)
+    finish_reason: Mapped[str] = mapped_column(String(20))
+
+
+class Reflection(Base):
+    """One stage-2 comparison of a sample with the anchor (`reflectrm.core.types.Reflection`)."""
+
+    __tablename__ = "reflections"
+    __table_args__ = (UniqueConstraint("judgment_id", "position"), _choice_check("choice", nullable=True))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)  # place in Judgment.reflections
+    sample_idx: Mapped[int] = mapped_column(Integer)  # Reflection.sample (a rollout index)
+    anchor_idx: Mapped[int] = mapped_column(Integer)
+    critique_1: Mapped[int] = mapped_column(Integer)  # rollout index shown as Critique 1
+    critique_2: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str]
+    analysis: Mapped[str]
+    choice: Mapped[int | None] = mapped_column(SmallInteger)  # NULL: unparseable
+    status: Mapped[str] = mapped_column(String(20))
+    num_tokens: Mapped[int] = mapped_column(Integer)
+
+
+class Correction(Base):
+    """A person's verdict on a judgment's pair. Edits keep the previous versions in `history`."""
+
+    __tablename__ = "corrections"
+    __table_args__ = (
+        _choice_check("verdict"),
+        CheckConstraint("active IS NULL OR active", name="active_true_or_null"),
+        UniqueConstraint("judgment_id", "active"),  # at most one active correction per judgment
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"), index=True)
+    author: Mapped[str]
+    verdict: Mapped[int] = mapped_column(SmallInteger)
+    note: Mapped[str]
+    active: Mapped[bool | None] = mapped_column(Boolean, default=True)  # True, or NULL once withdrawn
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSONText(), default=list)  # earlier versions
+    derivation_seed: Mapped[int] = mapped_column(BigInteger)  # seeds which reflection pairs and critique orders
+    max_pairs: Mapped[int] = mapped_column(Integer)  # reflection pairs derived at most
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    withdrawn_at: Mapped[datetime | None]
+
+
+class CorrectionMark(Base):
+    """A person's mark on one analysis of the corrected judgment: right or wrong."""
+
+    __tablename__ = "correction_marks"
+    __table_args__ = (
+        UniqueConstraint("correction_id", "sample_id"),
+        CheckConstraint(f"mark IN ({', '.join(repr(m) for m in MARKS)})", name="mark_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    correction_id: Mapped[int] = mapped_column(ForeignKey("corrections.id", ondelete="CASCADE"))
+    sample_id: Mapped[int] = mapped_column(ForeignKey("samples.id"))
+    mark: Mapped[str] = mapped_column(String(10))
+
+
+class PreferenceExample(Base):
+    """A derived response-preference example (conversation, response 1, response 2 -> label)."""
+
+    __tablename__ = "preference_examples"
+    __table_args__ = (_choice_check("label"), _state_check())
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pair_id: Mapped[int] = mapped_column(ForeignKey("pairs.id"), index=True)
+    label: Mapped[int] = mapped_column(SmallInteger)
+    correction_id: Mapped[int | None] = mapped_column(ForeignKey("corrections.id"), index=True)  # provenance
+    judgment_id: Mapped[int | None] = mapped_column(ForeignKey("judgments.id"))  # provenance
+    content_hash: Mapped[str] = mapped_column(String(64))  # sha256 of what a trainer sees
+    state: Mapped[str] = mapped_column(String(10), default="active", index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    state_changed_at: Mapped[datetime | None]
+
+
+class ReflectionPair(Base):
+    """A derived analysis-preference example: two stored analyses of a pair, the correct one labelled."""
+
+    __tablename__ = "reflection_pairs"
+    __table_args__ = (_choice_check("label"), _state_check())
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pair_id: Mapped[int] = mapped_column(ForeignKey("pairs.id"), index=True)
+    critique_1_id: Mapped[int] = mapped_column(ForeignKey("samples.id"))  # shown as Critique 1
+    critique_2_id: Mapped[int] = mapped_column(ForeignKey("samples.id"))
+    label: Mapped[int] = mapped_column(SmallInteger)  # the critique that is right
+    correction_id: Mapped[int | None] = mapped_column(ForeignKey("corrections.id"), index=True)  # provenance
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"))  # provenance: the rollouts' judgment
+    content_hash: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(10), default="active", index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    state_changed_at: Mapped[datetime | None]
+
+
+class DatasetSnapshot(Base):
+    """A frozen set of examples (what a training run used), with a hash of their contents."""
+
+    __tablename__ = "dataset_snapshots"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(unique=True)
+    note: Mapped[str]
+    content_hash: Mapped[str] = mapped_column(String(64))  # sha256 over the members' (kind, id, content_hash)
+    num_preference: Mapped[int] = mapped_column(Integer)
+    num_reflection: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SnapshotMember(Base):
+    """One example of a snapshot: exactly one of the two example columns is set."""
+
+    __tablename__ = "snapshot_members"
+    __table_args__ = (
+        CheckConstraint(
+            "(preference_example_id IS NULL) <> (reflection_pair_id IS NULL)", name="exactly_one_example"
+        ),
+        UniqueConstraint("snapshot_id", "preference_example_id"),
+        UniqueConstraint("snapshot_id", "reflection_pair_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    snapshot_id: Mapped[int] = mapped_column(ForeignKey("dataset_snapshots.id", ondelete="CASCADE"))
+    preference_example_id: Mapped[int | None] = mapped_column(ForeignKey("preference_examples.id"))
+    reflection_pair_id: Mapped[int | None] = mapped_column(ForeignKey("reflection_pairs.id"))
+
+
+class TrainingRun(Base):
+    """Placeholder for the training issue: a run on a snapshot. Later migrations add columns."""
+
+    __tablename__ = "training_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("dataset_snapshots.id"))
+    base_model: Mapped[str]
+    output_model: Mapped[str]
+    config: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(20))
+    metrics: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]
+
+
+class EvalRun(Base):
+    """Placeholder for the evaluation issue: one model on one benchmark. Later migrations add columns."""
+
+    __tablename__ = "eval_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    training_run_id: Mapped[int | None] = mapped_column(ForeignKey("training_runs.id"))
+    model: Mapped[str]
+    model_revision: Mapped[str]
+    benchmark: Mapped[str]
+    config: Mapped[dict[str, Any]]
+    metrics: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]

@@ -1,0 +1,138 @@
+"""What the store's services return: frozen values, never ORM objects (sessions end with the call)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from db.derivation import Mark
+from reflectrm.core.types import Choice, Judgment, PreferencePair
+
+ExampleKind = Literal["preference", "reflection"]
+ExampleState = Literal["active", "excluded", "withdrawn"]
+
+REVIEW_FLAGS = ("abstained", "label_disagrees", "flipped", "overturned", "split_vote")
+"""Signals that put a judgment ahead in the review queue (see `JudgmentStore.review_queue`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPair:
+    id: int
+    pair: PreferencePair
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredJudgment:
+    """A judgment as recorded, with its database handles.
+
+    Attributes:
+        id: the judgment's row id.
+        pair_id: the pair's row id.
+        judgment: equal (==) to the `reflectrm.Judgment` that was recorded.
+        sample_ids: row ids parallel to `judgment.rollouts` (marks and reflection pairs refer to them).
+        twin_id: the other order of a swap audit, if any.
+        swapped: True for the swapped-order twin.
+        created_at: when it was recorded.
+    """
+
+    id: int
+    pair_id: int
+    judgment: Judgment
+    sample_ids: tuple[int, ...]
+    twin_id: int | None
+    swapped: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgmentSummary:
+    """One row of a judgment list or the review queue.
+
+    Attributes:
+        flags: the `REVIEW_FLAGS` that hold, in that order.
+        correction_id: the active correction, if a person corrected it.
+    """
+
+    id: int
+    pair_id: int
+    query: str  # the last user turn, cut to 200 characters
+    source: str
+    label: Choice | None
+    verdict: Choice | None
+    strategy: str
+    model: str
+    anchor_confidence: float | None  # None: no anchor, or -inf
+    flags: tuple[str, ...]
+    twin_id: int | None
+    correction_id: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CorrectionRecord:
+    """A correction and what it derived.
+
+    Attributes:
+        marks: rollout position (in `Judgment.rollouts`) -> "right" / "wrong".
+        active: False once withdrawn.
+        preference_example_ids / reflection_pair_ids: the derived examples now in force (none once withdrawn).
+    """
+
+    id: int
+    judgment_id: int
+    author: str
+    verdict: Choice
+    note: str
+    marks: dict[int, Mark]
+    active: bool
+    revision: int
+    derivation_seed: int
+    max_pairs: int
+    created_at: datetime
+    updated_at: datetime
+    withdrawn_at: datetime | None
+    preference_example_ids: tuple[int, ...]
+    reflection_pair_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExampleRecord:
+    """A derived training example with its provenance.
+
+    Attributes:
+        critiques: for reflection pairs, the (Critique 1, Critique 2) sample ids; () for preference examples.
+        label: the better response (preference) or critique (reflection).
+    """
+
+    kind: ExampleKind
+    id: int
+    pair_id: int
+    label: Choice
+    state: ExampleState
+    correction_id: int | None
+    judgment_id: int | None
+    critiques: tuple[int, ...]
+    content_hash: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotRecord:
+    id: int
+    name: str
+    note: str
+    content_hash: str
+    num_preference: int
+    num_reflection: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import did: pairs added, and pairs that were already stored (identical in every field)."""
+
+    added: int
+    already_present: int
+    pair_ids: tuple[int, ...]

@@ -1,0 +1,361 @@
+"""Repository functions: `(session, *, ...)`, `select()`-based; they may flush, never commit.
+
+The service that handles one user action (`db.services`) owns the transaction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import and_, case, delete, func, insert, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, aliased
+
+from db import models as m
+from db.derivation import content_hash
+from db.records import REVIEW_FLAGS, JudgmentSummary, StoredJudgment, StoredPair
+from db.types import utcnow
+from reflectrm.core.types import Judgment, ParseStatus, PreferencePair, Reflection, Rollout, Vote
+
+_IN_CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
+
+# --- pairs -----------------------------------------------------------------------------------------
+
+
+def pair_key(pair: PreferencePair) -> str:
+    """The dedup key of a pair: a hash of every field, so a pair is stored once and comes back equal."""
+    return content_hash(pair.to_dict())
+
+
+def _pair_values(pair: PreferencePair) -> dict[str, Any]:
+    return {
+        "pair_key": pair_key(pair),
+        "fingerprint": pair.fingerprint(),
+        "messages": [{"role": msg.role, "content": msg.content} for msg in pair.conversation],
+        "response_1": pair.response_1,
+        "response_2": pair.response_2,
+        "label": pair.label,
+        "source": pair.source,
+        "source_id": pair.id,
+        "subset": pair.subset,
+        "created_at": utcnow(),
+    }
+
+
+def _insert_ignoring_duplicates(session: Session, model: type[m.Base], rows: list[dict[str, Any]], key: str) -> None:
+    dialect = session.get_bind().dialect.name
+    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(model)
+    session.execute(stmt.on_conflict_do_nothing(index_elements=[key]), rows)
+
+
+def add_pairs(session: Session, *, pairs: Sequence[PreferencePair]) -> tuple[list[int], int]:
+    """Store pairs not stored yet. Returns (row id of each pair, in order; how many were new)."""
+    rows = [_pair_values(p) for p in pairs]
+    keys = [r["pair_key"] for r in rows]
+    before = _pair_ids(session, keys)
+    new_rows = list({r["pair_key"]: r for r in rows if r["pair_key"] not in before}.values())
+    if new_rows:
+        _insert_ignoring_duplicates(session, m.Pair, new_rows, "pair_key")  # a concurrent writer may win: fine
+    ids = {**before, **_pair_ids(session, [r["pair_key"] for r in new_rows])}
+    return [ids[k] for k in keys], len(new_rows)
+
+
+def _pair_ids(session: Session, keys: Sequence[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in _chunks(list(dict.fromkeys(keys)), _IN_CHUNK):
+        found.update(session.execute(select(m.Pair.pair_key, m.Pair.id).where(m.Pair.pair_key.in_(chunk))).all())
+    return found
+
+
+def pair_from_row(row: Any) -> PreferencePair:
+    return PreferencePair(
+        conversation=row.messages,
+        response_1=row.response_1,
+        response_2=row.response_2,
+        label=row.label,
+        id=row.source_id,
+        source=row.source,
+        subset=row.subset,
+    )
+
+
+def get_pairs(session: Session, *, pair_ids: Sequence[int]) -> dict[int, PreferencePair]:
+    out: dict[int, PreferencePair] = {}
+    for chunk in _chunks(list(dict.fromkeys(pair_ids)), _IN_CHUNK):
+        for row in session.execute(select(m.Pair.__table__).where(m.Pair.id.in_(chunk))):
+            out[row.id] = pair_from_row(row)
+    return out
+
+
+def list_pairs(session: Session, *, source: str | None, limit: int, offset: int) -> list[StoredPair]:
+    stmt = select(m.Pair.__table__).order_by(m.Pair.id).limit(limit).offset(offset)
+    if source is not None:
+        stmt = stmt.where(m.Pair.source == source)
+    return [StoredPair(row.id, pair_from_row(row), row.created_at) for row in session.execute(stmt)]
+
+
+# --- judgments -------------------------------------------------------------------------------------
+
+
+def add_judgment(session: Session, *, judgment: Judgment, pair_id: int, swapped: bool) -> int:
+    """Insert a judgment with its samples and reflections; returns its row id."""
+    values = _judgment_values(judgment, pair_id=pair_id, swapped=swapped)
+    judgment_id = session.execute(insert(m.Judgment).values(values).returning(m.Judgment.id)).scalar_one()
+    if judgment.rollouts:
+        session.execute(insert(m.Sample), [_sample_values(r, judgment_id, k) for k, r in enumerate(judgment.rollouts)])
+    if judgment.reflections:
+        session.execute(
+            insert(m.Reflection), [_reflection_values(r, judgment_id, k) for k, r in enumerate(judgment.reflections)]
+        )
+    return judgment_id
+
+
+def link_twins(session: Session, *, original_id: int, swapped_id: int) -> None:
+    """Link the two orders of a swap audit to each other."""
+    session.execute(update(m.Judgment).where(m.Judgment.id == original_id).values(twin_id=swapped_id))
+    session.execute(update(m.Judgment).where(m.Judgment.id == swapped_id).values(twin_id=original_id))
+
+
+def _anchor_rollout(judgment: Judgment) -> Rollout | None:
+    if judgment.anchor is None:
+        return None
+    return next((r for r in judgment.rollouts if r.index == judgment.anchor and not r.greedy), None)
+
+
+def _judgment_values(j: Judgment, *, pair_id: int, swapped: bool) -> dict[str, Any]:
+    anchor = _anchor_rollout(j)
+    return {
+        "pair_id": pair_id,
+        "swapped": swapped,
+        "model": j.model,
+        "model_revision": j.model_revision,
+        "backend": j.backend,
+        "strategy": j.strategy,
+        "config": dict(j.config),
+        "seed": j.seed,
+        "timings": dict(j.timings),
+        "tokens_generated": j.tokens_generated,
+        "verdict": j.verdict,
+        "abstain_reason": j.abstain_reason,
+        "anchor": j.anchor,
+        "winners": list(j.winners),
+        "vote_counts": None if j.vote is None else list(j.vote.counts),
+        "vote_voters": None if j.vote is None else list(j.vote.voters),
+        "vote_anchor_added": None if j.vote is None else j.vote.anchor_added,
+        "stage2_skipped": j.stage2_skipped,
+        "anchor_confidence": None if anchor is None else _confidence_out(anchor.confidence),
+        "split_vote": j.vote is not None and min(j.vote.counts) > 0,
+        "overturned": anchor is not None and anchor.prediction is not None and j.verdict not in (None, anchor.prediction),
+        "created_at": utcnow(),
+    }
+
+
+def _confidence_out(value: float) -> float | None:
+    """Eq. 5 confidence as stored: -inf (no generated token) is NULL."""
+    if value == -math.inf:
+        return None
+    if not math.isfinite(value):
+        raise ValueError(f"confidence must be finite or -inf, got {value!r}: compute it with reflectrm.core.confidence")
+    return value
+
+
+def _sample_values(r: Rollout, judgment_id: int, position: int) -> dict[str, Any]:
+    return {
+        "judgment_id": judgment_id,
+        "position": position,
+        "idx": r.index,
+        "text": r.text,
+        "analysis": r.analysis,
+        "prediction": r.prediction,
+        "status": r.status.value,
+        "confidence": _confidence_out(r.confidence),
+        "num_tokens": r.num_tokens,
+        "greedy": r.greedy,
+        "finish_reason": r.finish_reason,
+    }
+
+
+def _reflection_values(r: Reflection, judgment_id: int, position: int) -> dict[str, Any]:
+    return {
+        "judgment_id": judgment_id,
+        "position": position,
+        "sample_idx": r.sample,
+        "anchor_idx": r.anchor,
+        "critique_1": r.order[0],
+        "critique_2": r.order[1],
+        "text": r.text,
+        "analysis": r.analysis,
+        "choice": r.choice,
+        "status": r.status.value,
+        "num_tokens": r.num_tokens,
+    }
+
+
+def _rollout_from_row(row: Any) -> Rollout:
+    return Rollout(
+        index=row.idx,
+        text=row.text,
+        analysis=row.analysis,
+        prediction=row.prediction,
+        status=ParseStatus(row.status),
+        confidence=-math.inf if row.confidence is None else row.confidence,
+        num_tokens=row.num_tokens,
+        greedy=row.greedy,
+        finish_reason=row.finish_reason,
+    )
+
+
+def _reflection_from_row(row: Any) -> Reflection:
+    return Reflection(
+        sample=row.sample_idx,
+        anchor=row.anchor_idx,
+        order=(row.critique_1, row.critique_2),
+        text=row.text,
+        analysis=row.analysis,
+        choice=row.choice,
+        status=ParseStatus(row.status),
+        num_tokens=row.num_tokens,
+    )
+
+
+def _judgment_from_rows(row: Any, pair: PreferencePair, samples: Sequence[Any], reflections: Sequence[Any]) -> Judgment:
+    vote = None
+    if row.vote_counts is not None:
+        vote = Vote(counts=tuple(row.vote_counts), voters=tuple(row.vote_voters), anchor_added=row.vote_anchor_added)
+    return Judgment(
+        pair=pair,
+        strategy=row.strategy,
+        rollouts=tuple(_rollout_from_row(s) for s in samples),
+        verdict=row.verdict,
+        anchor=row.anchor,
+        reflections=tuple(_reflection_from_row(r) for r in reflections),
+        winners=tuple(row.winners),
+        vote=vote,
+        stage2_skipped=row.stage2_skipped,
+        abstain_reason=row.abstain_reason,
+        config=row.config,
+        model=row.model,
+        model_revision=row.model_revision,
+        backend=row.backend,
+        seed=row.seed,
+        timings=row.timings,
+    )
+
+
+def get_judgments(session: Session, *, judgment_ids: Sequence[int]) -> list[StoredJudgment]:
+    """Judgments by row id, in the order asked (missing ids are left out)."""
+    rows = {}
+    for chunk in _chunks(list(dict.fromkeys(judgment_ids)), _IN_CHUNK):
+        rows.update((r.id, r) for r in session.execute(select(m.Judgment.__table__).where(m.Judgment.id.in_(chunk))))
+    return _assemble(session, [rows[i] for i in judgment_ids if i in rows])
+
+
+def iter_judgments(session: Session, *, batch: int = 500) -> Iterator[StoredJudgment]:
+    """Every judgment in id order, loaded `batch` at a time."""
+    last = 0
+    while True:
+        stmt = select(m.Judgment.__table__).where(m.Judgment.id > last).order_by(m.Judgment.id).limit(batch)
+        rows = list(session.execute(stmt))
+        if not rows:
+            return
+        yield from _assemble(session, rows)
+        last = rows[-1].id
+
+
+def _assemble(session: Session, rows: Sequence[Any]) -> list[StoredJudgment]:
+    ids = [r.id for r in rows]
+    pairs = get_pairs(session, pair_ids=[r.pair_id for r in rows])
+    samples = _children(session, m.Sample, ids)
+    reflections = _children(session, m.Reflection, ids)
+    return [
+        StoredJudgment(
+            id=r.id,
+            pair_id=r.pair_id,
+            judgment=_judgment_from_rows(r, pairs[r.pair_id], samples.get(r.id, []), reflections.get(r.id, [])),
+            sample_ids=tuple(s.id for s in samples.get(r.id, [])),
+            twin_id=r.twin_id,
+            swapped=r.swapped,
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]
+
+
+def _children(session: Session, model: type[m.Sample] | type[m.Reflection], judgment_ids: list[int]) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for chunk in _chunks(judgment_ids, _IN_CHUNK):
+        stmt = select(model.__table__).where(model.judgment_id.in_(chunk)).order_by(model.judgment_id, model.position)
+        for row in session.execute(stmt):
+            out.setdefault(row.judgment_id, []).append(row)
+    return out
+
+
+def review_queue(
+    session: Session, *, include_corrected: bool, flagged_only: bool, source: str | None, limit: int, offset: int
+) -> list[JudgmentSummary]:
+    """Judgments most worth a person's look first: most review flags, then lowest anchor confidence."""
+    j, p, twin, c = m.Judgment, m.Pair, aliased(m.Judgment), m.Correction
+    flags = {
+        "abstained": j.verdict.is_(None),
+        "label_disagrees": and_(p.label.is_not(None), j.verdict.is_not(None), j.verdict != p.label),
+        # orders agree when the verdicts point at the same response, i.e. differ as numbers
+        "flipped": and_(twin.verdict.is_not(None), j.verdict.is_not(None), twin.verdict == j.verdict),
+        "overturned": j.overturned,
+        "split_vote": j.split_vote,
+    }
+    columns = [case((cond, 1), else_=0).label(name) for name, cond in flags.items()]
+    score = sum((case((cond, 1), else_=0) for cond in flags.values()), literal(0))
+    stmt = (
+        select(j.id, j.pair_id, j.verdict, j.strategy, j.model, j.anchor_confidence, j.twin_id, j.created_at,
+               p.messages, p.source, p.label, c.id.label("correction_id"), *columns)
+        .join(p, p.id == j.pair_id)
+        .outerjoin(twin, twin.id == j.twin_id)
+        .outerjoin(c, and_(c.judgment_id == j.id, c.active.is_(True)))
+        .order_by(score.desc(), j.anchor_confidence.asc().nulls_first(), j.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    if not include_corrected:
+        stmt = stmt.where(c.id.is_(None))
+    if flagged_only:
+        stmt = stmt.where(score > 0)
+    if source is not None:
+        stmt = stmt.where(p.source == source)
+    return [_summary(row) for row in session.execute(stmt)]
+
+
+def _summary(row: Any) -> JudgmentSummary:
+    return JudgmentSummary(
+        id=row.id,
+        pair_id=row.pair_id,
+        query=row.messages[-1]["content"][:200],
+        source=row.source,
+        label=row.label,
+        verdict=row.verdict,
+        strategy=row.strategy,
+        model=row.model,
+        anchor_confidence=row.anchor_confidence,
+        flags=tuple(name for name in REVIEW_FLAGS if getattr(row, name)),
+        twin_id=row.twin_id,
+        correction_id=row.correction_id,
+        created_at=row.created_at,
+    )
+
+
+def count_rows(session: Session) -> dict[str, int]:
+    """Rows per table (for dashboards and tests)."""
+    return {
+        table.name: session.execute(select(func.count()).select_from(table)).scalar_one()
+        for table in m.Base.metadata.sorted_tables
+    }
+
+
+def delete_marks(session: Session, *, correction_id: int) -> None:
+    session.execute(delete(m.CorrectionMark).where(m.CorrectionMark.correction_id == correction_id))
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
