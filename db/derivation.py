@@ -6,8 +6,9 @@ response 2 -> y) and reflection pairs: a stored analysis that is right paired wi
 in a seeded random critique order, the right one labelled better. An analysis is right when a person
 marked it right, or, unmarked, when its prediction equals y; wrong when marked wrong, or, unmarked,
 when its parseable prediction differs from y. Unparseable, unmarked outputs and empty analyses take
-no part: nothing says whether they are right. The paper derives exactly one pair per query; a
-correction may derive up to `max_pairs` (default `DEFAULT_MAX_PAIRS`).
+no part: nothing says whether they are right. Analyses with the same text count once (a repeat
+would train the same example twice). The paper derives exactly one pair per query; a correction
+may derive up to `max_pairs` (default `DEFAULT_MAX_PAIRS`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import product
 from typing import Literal
@@ -79,10 +80,10 @@ def derive_reflection_pairs(
     """
     check_correction(verdict=verdict, marks=marks, max_pairs=max_pairs, keys={a.key for a in analyses})
     kinds = {a.key: classify(a, verdict=verdict, mark=marks.get(a.key)) for a in analyses}
-    right = [a.key for a in analyses if kinds[a.key] == "right"]
-    wrong = [a.key for a in analyses if kinds[a.key] == "wrong"]
+    right = _distinct(a for a in analyses if kinds[a.key] == "right")
+    wrong = _distinct(a for a in analyses if kinds[a.key] == "wrong")
     rng = random.Random(seed)
-    candidates = list(product(right, wrong))
+    candidates = [(g.key, b.key) for g, b in product(right, wrong) if g.analysis != b.analysis]
     rng.shuffle(candidates)
     pairs = []
     for good, bad in sorted(candidates[:max_pairs]):
@@ -91,6 +92,17 @@ def derive_reflection_pairs(
         else:
             pairs.append(DerivedReflectionPair(critique_1=bad, critique_2=good, label=2))
     return pairs
+
+
+def _distinct(analyses: Iterable[Analysis]) -> list[Analysis]:
+    """The first analysis of each text, in order."""
+    seen: set[str] = set()
+    out = []
+    for a in analyses:
+        if a.analysis not in seen:
+            seen.add(a.analysis)
+            out.append(a)
+    return out
 
 
 def check_correction(*, verdict: object, marks: Mapping[int, object], max_pairs: object, keys: set[int]) -> None:

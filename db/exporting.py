@@ -257,16 +257,25 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot export {type(value).__name__}")
 
 
+# Characters `str.splitlines()` (and JavaScript) treat as line ends that JSON leaves unescaped.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def jsonl_line(row: dict[str, Any]) -> str:
+    """One JSON line: UTF-8 text as is, except what could split the line or cannot be encoded."""
+    line = json.dumps(row, ensure_ascii=False, default=_json_default)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escaped JSON keeps it
+        return json.dumps(row, default=_json_default)
+    return line.translate(_LINE_BREAKS)  # they only occur inside JSON strings, where the escape is valid
+
+
 def _write_jsonl(rows: Iterable[dict[str, Any]], path: Path) -> int:
     count = 0
     with path.open("w", encoding="utf-8", newline="\n") as fh:
         for row in rows:
-            try:
-                line = json.dumps(row, ensure_ascii=False, default=_json_default)
-                line.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: escaped JSON keeps it
-                line = json.dumps(row, default=_json_default)
-            fh.write(line + "\n")
+            fh.write(jsonl_line(row) + "\n")
             count += 1
     return count
 

@@ -47,4 +47,4 @@ def scripted_rollouts(outputs: Sequence[str]) -> ScriptedBackend:
         out = next(stage1)
         return Completion(out, tuple(-0.1 * (len(out) % 5 + 1) for _ in out.split()), len(out.split()))
 
-    return ScriptedBackend(respond)
+    return ScriptedBackend(respond, max_context_chars=50_000_000)

@@ -207,6 +207,14 @@ def test_snapshot_hash_depends_on_contents_not_row_ids(store: JudgmentStore, jud
     assert store.snapshot("less").content_hash != one.content_hash
 
 
+def test_derivation_counts_repeated_analysis_texts_once() -> None:
+    # Four right and four wrong outputs, but only two texts on each side: 2 x 2 distinct pairs.
+    analyses = [Analysis(k, f"text {k % 4}", 1 if k % 2 == 0 else 2) for k in range(8)]
+    pairs = derive_reflection_pairs(analyses, verdict=1, marks={}, max_pairs=10, seed=0)
+    assert sorted((min(p.critique_1, p.critique_2), max(p.critique_1, p.critique_2)) for p in pairs) == [
+        (0, 1), (0, 3), (1, 2), (2, 3)]
+
+
 def test_derivation_ignores_empty_analyses_even_when_marked() -> None:
     analyses = [Analysis(1, "good", 1), Analysis(2, "bad", 2), Analysis(3, "  ", 1)]
     pairs = derive_reflection_pairs(analyses, verdict=1, marks={3: "right"}, max_pairs=4, seed=0)
