@@ -101,15 +101,21 @@ def list_pairs(session: Session, *, source: str | None, limit: int, offset: int)
 
 def add_judgment(session: Session, *, judgment: Judgment, pair_id: int, swapped: bool) -> int:
     """Insert a judgment with its samples and reflections; returns its row id."""
+    # Core inserts of constant statements: compiled once and cached, several times faster than ORM objects.
     values = _judgment_values(judgment, pair_id=pair_id, swapped=swapped)
-    judgment_id = session.execute(insert(m.Judgment).values(values).returning(m.Judgment.id)).scalar_one()
+    judgment_id = session.execute(_INSERT_JUDGMENT, values).scalar_one()
     if judgment.rollouts:
-        session.execute(insert(m.Sample), [_sample_values(r, judgment_id, k) for k, r in enumerate(judgment.rollouts)])
+        session.execute(_INSERT_SAMPLE, [_sample_values(r, judgment_id, k) for k, r in enumerate(judgment.rollouts)])
     if judgment.reflections:
         session.execute(
-            insert(m.Reflection), [_reflection_values(r, judgment_id, k) for k, r in enumerate(judgment.reflections)]
+            _INSERT_REFLECTION, [_reflection_values(r, judgment_id, k) for k, r in enumerate(judgment.reflections)]
         )
     return judgment_id
+
+
+_INSERT_JUDGMENT = m.Judgment.__table__.insert().returning(m.Judgment.__table__.c.id)
+_INSERT_SAMPLE = m.Sample.__table__.insert()
+_INSERT_REFLECTION = m.Reflection.__table__.insert()
 
 
 def link_twins(session: Session, *, original_id: int, swapped_id: int) -> None:
