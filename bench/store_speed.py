@@ -24,7 +24,8 @@ from pathlib import Path
 from db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.backends.base import Completion, SamplingParams
-from reflectrm.core import JudgeConfig, Judgment, PreferencePair
+from reflectrm.core import JudgeConfig, Judgment, PreferencePair, Task
+from reflectrm.core.prompts import format_output
 from reflectrm.pipeline import judge
 
 FILLER = "The response handles the edge case, cites the rule and checks the arithmetic step by step. " * 22
@@ -33,10 +34,9 @@ FILLER = "The response handles the edge case, cites the rule and checks the arit
 def _respond(prompt: str, seed: int, params: SamplingParams) -> Completion:
     choice = 1 + seed % 2
     if "## Critiques for Judgment" in prompt:
-        text = f"<Analysis>{FILLER[:1000]}</Analysis><Result>Critique {choice} is better than Critique {3 - choice}</Result>"
-        return Completion(text, (), 256)
-    text = f"<Analysis>{seed} {FILLER}</Analysis><Result>Response {choice} is better than Response {3 - choice}</Result>"
-    return Completion(text, tuple(-0.01 * ((seed >> k) % 50) for k in range(512)), 512)
+        return Completion(format_output(FILLER[:1000], choice, task=Task.ANALYSIS), (), 256)
+    logprobs = tuple(-0.01 * ((seed >> k) % 50) for k in range(512))
+    return Completion(format_output(f"{seed} {FILLER}", choice, task=Task.RESPONSE), logprobs, 512)
 
 
 def template_judgment() -> Judgment:
@@ -95,8 +95,10 @@ def main() -> None:
         "export_parquet_mb": round(size_mb, 1),
         "fill_judgments_per_s": round(args.export / fill_s),
     }
-    print(f"record one judgment (8 samples + 7 reflections) on {dialect}: "
-          f"median {result['record_ms_median']} ms, mean {result['record_ms_mean']} ms, p95 {result['record_ms_p95']} ms")
+    print(
+        f"record one judgment (8 samples + 7 reflections) on {dialect}: "
+        f"median {result['record_ms_median']} ms, mean {result['record_ms_mean']} ms, p95 {result['record_ms_p95']} ms"
+    )
     print(f"export {rows} judgments to Parquet: {result['export_parquet_s']} s ({result['export_parquet_mb']} MB)")
     print(json.dumps(result))
 

@@ -18,19 +18,35 @@ DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else .
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the store's sub-commands to the `reflectrm` parser."""
-    p = sub.add_parser("import", help="import pairs from JSONL, CSV or Parquet into the store",
-                       description="Import pairs: all rows, or none when a row is malformed.")
+    p = sub.add_parser(
+        "import",
+        help="import pairs from JSONL, CSV or Parquet into the store",
+        description="Import pairs: all rows, or none when a row is malformed.",
+    )
     p.add_argument("file", type=Path, help="a .jsonl, .csv or .parquet file")
-    p.add_argument("--map", dest="mapping", default="",
-                   help=f"FIELD=COLUMN,... for fields {', '.join(IMPORT_FIELDS)} (e.g. query=question,response_1=a)")
+    p.add_argument(
+        "--map",
+        dest="mapping",
+        default="",
+        help=f"FIELD=COLUMN,... for fields {', '.join(IMPORT_FIELDS)} (e.g. query=question,response_1=a)",
+    )
     p.add_argument("--source", help="source name for rows without one (default: the file name)")
     p.add_argument("--db", help=DB_HELP)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("export", help="export judgments, corrections or training data",
-                       description="Export stored records. `training` (and --format hf) writes TRL GRPOTrainer prompts.")
+    p = sub.add_parser(
+        "export",
+        help="export judgments, corrections or training data",
+        description="Export stored records. `training` (and --format hf) writes TRL GRPOTrainer prompts.",
+    )
     p.add_argument("kind", choices=EXPORT_KINDS, help="what to export")
-    p.add_argument("--format", dest="fmt", choices=EXPORT_FORMATS, default="jsonl", help="jsonl, parquet or hf (datasets.save_to_disk)")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=EXPORT_FORMATS,
+        default="jsonl",
+        help="jsonl, parquet or hf (datasets.save_to_disk)",
+    )
     p.add_argument("--out", type=Path, required=True, help="output file (folder for hf); must not exist")
     p.add_argument("--snapshot", help="export this snapshot's examples instead of the active ones")
     p.add_argument("--include-inactive", action="store_true", help="also export excluded and withdrawn examples")
@@ -48,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     backup.set_defaults(func=cmd_backup)
 
 
-def _store(url: str | None):  # noqa: ANN202 - the import is lazy so `reflectrm --help` stays fast
+def _store(url: str | None):
     from db.services import JudgmentStore
 
     return JudgmentStore.open(url)
@@ -64,8 +80,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     with _store(args.db) as store:
-        count = store.export(args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive,
-                             snapshot=args.snapshot)
+        count = store.export(
+            args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive, snapshot=args.snapshot
+        )
     print(f"exported {count} {args.kind} row(s) to {args.out}")
     return 0
 

@@ -84,8 +84,17 @@ def add_correction(
         raise InputError(f"judgment {judgment_id} already has correction {existing}: edit or withdraw that one")
     now = utcnow()
     row = m.Correction(
-        judgment_id=judgment_id, author=author, verdict=verdict, note=note, active=True, revision=1, history=[],
-        derivation_seed=seed, max_pairs=max_pairs, created_at=now, updated_at=now,
+        judgment_id=judgment_id,
+        author=author,
+        verdict=verdict,
+        note=note,
+        active=True,
+        revision=1,
+        history=[],
+        derivation_seed=seed,
+        max_pairs=max_pairs,
+        created_at=now,
+        updated_at=now,
     )
     session.add(row)
     session.flush()
@@ -96,13 +105,14 @@ def add_correction(
 
 def _write_marks(session: Session, correction_id: int, marks: Mapping[int, Mark], samples: Sequence[Any]) -> None:
     by_position = {s.position: s.id for s in samples}
-    session.execute(
-        m.CorrectionMark.__table__.delete().where(m.CorrectionMark.correction_id == correction_id)
-    )
+    session.execute(m.CorrectionMark.__table__.delete().where(m.CorrectionMark.correction_id == correction_id))
     if marks:
         session.execute(
             insert(m.CorrectionMark),
-            [{"correction_id": correction_id, "sample_id": by_position[p], "mark": mark} for p, mark in sorted(marks.items())],
+            [
+                {"correction_id": correction_id, "sample_id": by_position[p], "mark": mark}
+                for p, mark in sorted(marks.items())
+            ],
         )
 
 
@@ -184,7 +194,9 @@ def sync_derived(session: Session, *, correction_id: int) -> None:
             if digest in wanted[kind] and digest not in keep:
                 keep.add(digest)
             else:
-                session.execute(update(model).where(model.id == example_id).values(state="withdrawn", state_changed_at=now))
+                session.execute(
+                    update(model).where(model.id == example_id).values(state="withdrawn", state_changed_at=now)
+                )
         new = [values for digest, values in wanted[kind].items() if digest not in keep]
         if new:
             session.execute(insert(model), [{**v, "created_at": now, "state": "active"} for v in new])
@@ -202,17 +214,29 @@ def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, d
     preference_hash = content_hash(preference_content(pair, row.verdict))  # type: ignore[arg-type]
     reflection = {}
     for d in derive_reflection_pairs(
-        list(analyses.values()), verdict=row.verdict, marks=marks, max_pairs=row.max_pairs, seed=row.derivation_seed  # type: ignore[arg-type]
+        list(analyses.values()),
+        verdict=row.verdict,
+        marks=marks,
+        max_pairs=row.max_pairs,
+        seed=row.derivation_seed,  # type: ignore[arg-type]
     ):
         digest = content_hash(reflection_content(pair, (analyses[d.critique_1], analyses[d.critique_2]), d.label))
-        reflection[digest] = {**provenance, "critique_1_id": d.critique_1, "critique_2_id": d.critique_2,
-                              "label": d.label, "content_hash": digest}
+        reflection[digest] = {
+            **provenance,
+            "critique_1_id": d.critique_1,
+            "critique_2_id": d.critique_2,
+            "label": d.label,
+            "content_hash": digest,
+        }
     preference = {preference_hash: {**provenance, "label": row.verdict, "content_hash": preference_hash}}
     return {"preference": preference, "reflection": reflection}
 
 
 def get_corrections(
-    session: Session, *, correction_ids: Sequence[int] | None = None, judgment_id: int | None = None,
+    session: Session,
+    *,
+    correction_ids: Sequence[int] | None = None,
+    judgment_id: int | None = None,
     include_withdrawn: bool = True,
 ) -> list[CorrectionRecord]:
     """Corrections by id or by judgment, oldest first."""
@@ -228,17 +252,29 @@ def get_corrections(
 
 def _correction_record(session: Session, row: m.Correction) -> CorrectionRecord:
     derived = {
-        kind: tuple(session.scalars(
-            select(model.id).where(model.correction_id == row.id, model.state != "withdrawn").order_by(model.id)
-        ))
+        kind: tuple(
+            session.scalars(
+                select(model.id).where(model.correction_id == row.id, model.state != "withdrawn").order_by(model.id)
+            )
+        )
         for kind, model in EXAMPLE_MODELS.items()
     }
     return CorrectionRecord(
-        id=row.id, judgment_id=row.judgment_id, author=row.author, verdict=row.verdict, note=row.note,  # type: ignore[arg-type]
-        marks=_marks(session, row.id), active=bool(row.active), revision=row.revision,
-        derivation_seed=row.derivation_seed, max_pairs=row.max_pairs, created_at=row.created_at,
-        updated_at=row.updated_at, withdrawn_at=row.withdrawn_at,
-        preference_example_ids=derived["preference"], reflection_pair_ids=derived["reflection"],
+        id=row.id,
+        judgment_id=row.judgment_id,
+        author=row.author,
+        verdict=row.verdict,
+        note=row.note,  # type: ignore[arg-type]
+        marks=_marks(session, row.id),
+        active=bool(row.active),
+        revision=row.revision,
+        derivation_seed=row.derivation_seed,
+        max_pairs=row.max_pairs,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        withdrawn_at=row.withdrawn_at,
+        preference_example_ids=derived["preference"],
+        reflection_pair_ids=derived["reflection"],
     )
 
 
@@ -246,8 +282,13 @@ def _correction_record(session: Session, row: m.Correction) -> CorrectionRecord:
 
 
 def list_examples(
-    session: Session, *, kind: ExampleKind, states: Sequence[str] | None, correction_id: int | None,
-    limit: int | None, offset: int,
+    session: Session,
+    *,
+    kind: ExampleKind,
+    states: Sequence[str] | None,
+    correction_id: int | None,
+    limit: int | None,
+    offset: int,
 ) -> list[ExampleRecord]:
     model = _example_model(kind)
     stmt = select(model).order_by(model.id).offset(offset).limit(limit)
@@ -267,8 +308,16 @@ def _example_model(kind: str) -> type[m.PreferenceExample] | type[m.ReflectionPa
 def _example_record(kind: ExampleKind, row: Any) -> ExampleRecord:
     critiques = (row.critique_1_id, row.critique_2_id) if kind == "reflection" else ()
     return ExampleRecord(
-        kind=kind, id=row.id, pair_id=row.pair_id, label=row.label, state=row.state, correction_id=row.correction_id,
-        judgment_id=row.judgment_id, critiques=critiques, content_hash=row.content_hash, created_at=row.created_at,
+        kind=kind,
+        id=row.id,
+        pair_id=row.pair_id,
+        label=row.label,
+        state=row.state,
+        correction_id=row.correction_id,
+        judgment_id=row.judgment_id,
+        critiques=critiques,
+        content_hash=row.content_hash,
+        created_at=row.created_at,
     )
 
 
@@ -301,18 +350,30 @@ def create_snapshot(session: Session, *, name: str, note: str) -> SnapshotRecord
     if session.scalar(select(m.DatasetSnapshot.id).where(m.DatasetSnapshot.name == name)) is not None:
         raise InputError(f"snapshot {name!r} already exists: choose another name")
     members = {
-        kind: list(session.execute(select(model.id, model.content_hash).where(model.state == "active").order_by(model.id)))
+        kind: list(
+            session.execute(select(model.id, model.content_hash).where(model.state == "active").order_by(model.id))
+        )
         for kind, model in EXAMPLE_MODELS.items()
     }
     digest = content_hash(sorted([kind, h] for kind, rows in members.items() for _, h in rows))
     row = m.DatasetSnapshot(
-        name=name, note=note, content_hash=digest, num_preference=len(members["preference"]),
-        num_reflection=len(members["reflection"]), created_at=utcnow(),
+        name=name,
+        note=note,
+        content_hash=digest,
+        num_preference=len(members["preference"]),
+        num_reflection=len(members["reflection"]),
+        created_at=utcnow(),
     )
     session.add(row)
     session.flush()
-    values = [{"snapshot_id": row.id, "preference_example_id": i, "reflection_pair_id": None} for i, _ in members["preference"]]
-    values += [{"snapshot_id": row.id, "preference_example_id": None, "reflection_pair_id": i} for i, _ in members["reflection"]]
+    values = [
+        {"snapshot_id": row.id, "preference_example_id": i, "reflection_pair_id": None}
+        for i, _ in members["preference"]
+    ]
+    values += [
+        {"snapshot_id": row.id, "preference_example_id": None, "reflection_pair_id": i}
+        for i, _ in members["reflection"]
+    ]
     if values:
         session.execute(insert(m.SnapshotMember), values)
     return _snapshot_record(row)
@@ -320,8 +381,13 @@ def create_snapshot(session: Session, *, name: str, note: str) -> SnapshotRecord
 
 def _snapshot_record(row: m.DatasetSnapshot) -> SnapshotRecord:
     return SnapshotRecord(
-        id=row.id, name=row.name, note=row.note, content_hash=row.content_hash, num_preference=row.num_preference,
-        num_reflection=row.num_reflection, created_at=row.created_at,
+        id=row.id,
+        name=row.name,
+        note=row.note,
+        content_hash=row.content_hash,
+        num_preference=row.num_preference,
+        num_reflection=row.num_reflection,
+        created_at=row.created_at,
     )
 
 

@@ -35,7 +35,14 @@ from reflectrm.errors import InputError, require
 
 ExportKind = Literal["pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training"]
 ExportFormat = Literal["jsonl", "parquet", "hf"]
-EXPORT_KINDS: tuple[str, ...] = ("pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training")
+EXPORT_KINDS: tuple[str, ...] = (
+    "pairs",
+    "judgments",
+    "corrections",
+    "preference-examples",
+    "reflection-pairs",
+    "training",
+)
 EXPORT_FORMATS: tuple[str, ...] = ("jsonl", "parquet", "hf")
 HF_KINDS = ("preference-examples", "reflection-pairs", "training")
 
@@ -49,7 +56,9 @@ def check_export(kind: str, fmt: str) -> None:
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"export format {fmt!r} is unknown: use one of {', '.join(EXPORT_FORMATS)}")
     if fmt == "hf" and kind not in HF_KINDS:
-        raise InputError(f"the hf format holds training prompts: export {kind} as jsonl or parquet, or use {', '.join(HF_KINDS)}")
+        raise InputError(
+            f"the hf format holds training prompts: export {kind} as jsonl or parquet, or use {', '.join(HF_KINDS)}"
+        )
 
 
 def export_rows(
@@ -71,7 +80,9 @@ def export_rows(
         yield from _correction_rows(session)
     else:
         example_kind = "preference" if kind == "preference-examples" else "reflection"
-        for row, pair, critiques, _ in _example_rows(session, kind=example_kind, states=states, snapshot_id=snapshot_id):
+        for row, pair, critiques, _ in _example_rows(
+            session, kind=example_kind, states=states, snapshot_id=snapshot_id
+        ):
             yield _example_row(example_kind, row, pair, critiques)
 
 
@@ -92,12 +103,16 @@ def _pair_fields(pair: Any) -> dict[str, Any]:
 
 def _pair_rows(session: Session) -> Iterator[dict[str, Any]]:
     last = 0
-    while rows := list(session.execute(
-        select(m.Pair.__table__).where(m.Pair.id > last).order_by(m.Pair.id).limit(_BATCH)
-    )):
+    while rows := list(
+        session.execute(select(m.Pair.__table__).where(m.Pair.id > last).order_by(m.Pair.id).limit(_BATCH))
+    ):
         for row in rows:
-            yield {"pair_id": row.id, **_pair_fields(pair_from_row(row)), "fingerprint": row.fingerprint,
-                   "created_at": row.created_at}
+            yield {
+                "pair_id": row.id,
+                **_pair_fields(pair_from_row(row)),
+                "fingerprint": row.fingerprint,
+                "created_at": row.created_at,
+            }
         last = rows[-1].id
 
 
@@ -106,19 +121,34 @@ def _judgment_row(stored: Any, *, nested_json: bool) -> dict[str, Any]:
     if nested_json:  # Parquet: numbers stay numbers; free-form mappings become JSON strings
         d["rollouts"] = [{**r, "confidence": float(r["confidence"])} for r in d["rollouts"]]
         d["config"], d["timings"] = dumps_json(d["config"]), dumps_json(d["timings"])
-    return {"judgment_id": stored.id, "pair_id": stored.pair_id, "twin_id": stored.twin_id, "swapped": stored.swapped,
-            "created_at": stored.created_at, **d}
+    return {
+        "judgment_id": stored.id,
+        "pair_id": stored.pair_id,
+        "twin_id": stored.twin_id,
+        "swapped": stored.swapped,
+        "created_at": stored.created_at,
+        **d,
+    }
 
 
 def _correction_rows(session: Session) -> Iterator[dict[str, Any]]:
     for c in get_corrections(session):
         yield {
-            "correction_id": c.id, "judgment_id": c.judgment_id, "author": c.author, "verdict": c.verdict,
-            "note": c.note, "marks": [{"position": p, "mark": mk} for p, mk in sorted(c.marks.items())],
-            "state": "active" if c.active else "withdrawn", "revision": c.revision,
-            "derivation_seed": c.derivation_seed, "max_pairs": c.max_pairs, "created_at": c.created_at,
-            "updated_at": c.updated_at, "withdrawn_at": c.withdrawn_at,
-            "preference_example_ids": list(c.preference_example_ids), "reflection_pair_ids": list(c.reflection_pair_ids),
+            "correction_id": c.id,
+            "judgment_id": c.judgment_id,
+            "author": c.author,
+            "verdict": c.verdict,
+            "note": c.note,
+            "marks": [{"position": p, "mark": mk} for p, mk in sorted(c.marks.items())],
+            "state": "active" if c.active else "withdrawn",
+            "revision": c.revision,
+            "derivation_seed": c.derivation_seed,
+            "max_pairs": c.max_pairs,
+            "created_at": c.created_at,
+            "updated_at": c.updated_at,
+            "withdrawn_at": c.withdrawn_at,
+            "preference_example_ids": list(c.preference_example_ids),
+            "reflection_pair_ids": list(c.reflection_pair_ids),
         }
 
 
@@ -149,13 +179,26 @@ def _example_rows(
 def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | None) -> dict[str, Any]:
     out = {"example_id": row.id, "pair_id": row.pair_id, **_pair_fields(pair)}
     if critiques is not None:
-        out.update({
-            "critique_1": critiques[0].analysis, "critique_2": critiques[1].analysis,
-            "prediction_1": critiques[0].prediction, "prediction_2": critiques[1].prediction,
-            "critique_1_sample_id": critiques[0].id, "critique_2_sample_id": critiques[1].id,
-        })
-    out.update({"label": row.label, "state": row.state, "correction_id": row.correction_id,
-                "judgment_id": row.judgment_id, "content_hash": row.content_hash, "created_at": row.created_at})
+        out.update(
+            {
+                "critique_1": critiques[0].analysis,
+                "critique_2": critiques[1].analysis,
+                "prediction_1": critiques[0].prediction,
+                "prediction_2": critiques[1].prediction,
+                "critique_1_sample_id": critiques[0].id,
+                "critique_2_sample_id": critiques[1].id,
+            }
+        )
+    out.update(
+        {
+            "label": row.label,
+            "state": row.state,
+            "correction_id": row.correction_id,
+            "judgment_id": row.judgment_id,
+            "content_hash": row.content_hash,
+            "created_at": row.created_at,
+        }
+    )
     return out
 
 
@@ -168,11 +211,20 @@ def training_rows(
         if critiques is None:
             prompt, task = response_prompt(pair, control_suffix=suffix), "response"
         else:
-            shown = [format_critique(c.analysis, c.prediction, include_verdict=config.get("critique_includes_verdict", False))
-                     for c in critiques]
+            shown = [
+                format_critique(
+                    c.analysis, c.prediction, include_verdict=config.get("critique_includes_verdict", False)
+                )
+                for c in critiques
+            ]
             prompt, task = reflection_prompt(pair, *shown, control_suffix=suffix), "analysis"
-        yield {"prompt": messages_to_dicts(prompt), "label": row.label, "task": task, "example_id": row.id,
-               "pair_id": row.pair_id}
+        yield {
+            "prompt": messages_to_dicts(prompt),
+            "label": row.label,
+            "task": task,
+            "example_id": row.id,
+            "pair_id": row.pair_id,
+        }
 
 
 # --- Arrow schemas (explicit: a column that is null in the first rows must not lose its type) -----
@@ -181,46 +233,42 @@ def training_rows(
 def arrow_schema(kind: str, fmt: str) -> Any:
     """The Arrow schema of an export's rows."""
     pa = require("pyarrow", extra="ui")
-    text, num, flag, ts = pa.string(), pa.int64(), pa.bool_(), pa.timestamp("us", tz="UTC")
-    messages = pa.list_(pa.struct([("role", text), ("content", text)]))
-    pair = [("id", text), ("messages", messages), ("response_1", text), ("response_2", text), ("label", num),
-            ("source", text), ("subset", text)]
-    provenance = [("label", num), ("state", text), ("correction_id", num), ("judgment_id", num),
-                  ("content_hash", text), ("created_at", ts)]
+    text, num, flag, real, ts = pa.string(), pa.int64(), pa.bool_(), pa.float64(), pa.timestamp("us", tz="UTC")
+
+    def struct(**fields: Any) -> Any:
+        return pa.struct(list(fields.items()))
+
+    messages = pa.list_(struct(role=text, content=text))
     if fmt == "hf" or kind == "training":
-        return pa.schema([("prompt", messages), ("label", num), ("task", text), ("example_id", num), ("pair_id", num)])
-    fields: dict[str, list[tuple[str, Any]]] = {
-        "pairs": [("pair_id", num), *pair, ("fingerprint", text), ("created_at", ts)],
-        "judgments": [
-            ("judgment_id", num), ("pair_id", num), ("twin_id", num), ("swapped", flag), ("created_at", ts),
-            ("pair", pa.struct(pair)), ("strategy", text),
-            ("rollouts", pa.list_(pa.struct([
-                ("index", num), ("text", text), ("analysis", text), ("prediction", num), ("status", text),
-                ("confidence", pa.float64()), ("num_tokens", num), ("greedy", flag), ("finish_reason", text)]))),
-            ("verdict", num), ("anchor", num),
-            ("reflections", pa.list_(pa.struct([
-                ("sample", num), ("anchor", num), ("order", pa.list_(num)), ("text", text), ("analysis", text),
-                ("choice", num), ("status", text), ("num_tokens", num), ("prefers_sample", flag)]))),
-            ("winners", pa.list_(num)),
-            ("vote", pa.struct([("counts", pa.list_(pa.float64())), ("voters", pa.list_(num)), ("anchor_added", flag)])),
-            ("stage2_skipped", flag), ("abstain_reason", text), ("config", text), ("model", text),
-            ("model_revision", text), ("backend", text), ("seed", num), ("timings", text),
-            ("tokens_generated", num), ("correct", flag),
-        ],
-        "corrections": [
-            ("correction_id", num), ("judgment_id", num), ("author", text), ("verdict", num), ("note", text),
-            ("marks", pa.list_(pa.struct([("position", num), ("mark", text)]))), ("state", text), ("revision", num),
-            ("derivation_seed", num), ("max_pairs", num), ("created_at", ts), ("updated_at", ts),
-            ("withdrawn_at", ts), ("preference_example_ids", pa.list_(num)), ("reflection_pair_ids", pa.list_(num)),
-        ],
-        "preference-examples": [("example_id", num), ("pair_id", num), *pair[:4], *pair[5:], *provenance],
-        "reflection-pairs": [
-            ("example_id", num), ("pair_id", num), *pair[:4], *pair[5:], ("critique_1", text), ("critique_2", text),
-            ("prediction_1", num), ("prediction_2", num), ("critique_1_sample_id", num),
-            ("critique_2_sample_id", num), *provenance,
-        ],
+        return pa.schema(dict(prompt=messages, label=num, task=text, example_id=num, pair_id=num).items())
+    # fmt: off
+    pair = dict(id=text, messages=messages, response_1=text, response_2=text, label=num, source=text, subset=text)
+    example = dict(example_id=num, pair_id=num, **{k: v for k, v in pair.items() if k != "label"})
+    provenance = dict(label=num, state=text, correction_id=num, judgment_id=num, content_hash=text, created_at=ts)
+    rollout = struct(index=num, text=text, analysis=text, prediction=num, status=text, confidence=real,
+                     num_tokens=num, greedy=flag, finish_reason=text)
+    reflection = struct(sample=num, anchor=num, order=pa.list_(num), text=text, analysis=text, choice=num,
+                        status=text, num_tokens=num, prefers_sample=flag)
+    columns = {
+        "pairs": dict(pair_id=num, **pair, fingerprint=text, created_at=ts),
+        "judgments": dict(
+            judgment_id=num, pair_id=num, twin_id=num, swapped=flag, created_at=ts, pair=struct(**pair),
+            strategy=text, rollouts=pa.list_(rollout), verdict=num, anchor=num, reflections=pa.list_(reflection),
+            winners=pa.list_(num), vote=struct(counts=pa.list_(real), voters=pa.list_(num), anchor_added=flag),
+            stage2_skipped=flag, abstain_reason=text, config=text, model=text, model_revision=text, backend=text,
+            seed=num, timings=text, tokens_generated=num, correct=flag),
+        "corrections": dict(
+            correction_id=num, judgment_id=num, author=text, verdict=num, note=text,
+            marks=pa.list_(struct(position=num, mark=text)), state=text, revision=num, derivation_seed=num,
+            max_pairs=num, created_at=ts, updated_at=ts, withdrawn_at=ts, preference_example_ids=pa.list_(num),
+            reflection_pair_ids=pa.list_(num)),
+        "preference-examples": dict(**example, **provenance),
+        "reflection-pairs": dict(
+            **example, critique_1=text, critique_2=text, prediction_1=num, prediction_2=num,
+            critique_1_sample_id=num, critique_2_sample_id=num, **provenance),
     }
-    return pa.schema(fields[kind])
+    # fmt: on
+    return pa.schema(list(columns[kind].items()))
 
 
 # --- writers ---------------------------------------------------------------------------------------
@@ -318,7 +366,8 @@ def _write_hf(rows: Iterable[dict[str, Any]], path: Path, schema: Any) -> int:
     from datasets import Dataset
     from datasets.table import InMemoryTable
 
-    table = pa.Table.from_batches([b for batch in _batches(rows) for b in _arrow_table(batch, schema).to_batches()],
-                                  schema=schema)
+    table = pa.Table.from_batches(
+        [b for batch in _batches(rows) for b in _arrow_table(batch, schema).to_batches()], schema=schema
+    )
     Dataset(InMemoryTable(table)).save_to_disk(str(path))
     return table.num_rows

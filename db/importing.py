@@ -34,7 +34,9 @@ def parse_mapping(text: str | None) -> dict[str, str]:
             continue
         field, sep, column = (part.strip() for part in item.partition("="))
         if not sep or not field or not column:
-            raise InputError(f"--map item {item.strip()!r} is not FIELD=COLUMN: write e.g. --map query=question,response_1=a")
+            raise InputError(
+                f"--map item {item.strip()!r} is not FIELD=COLUMN: write e.g. --map query=question,response_1=a"
+            )
         if field not in IMPORT_FIELDS:
             raise InputError(f"--map field {field!r} is unknown: map one of {', '.join(IMPORT_FIELDS)}")
         if field in mapping:
@@ -43,7 +45,9 @@ def parse_mapping(text: str | None) -> dict[str, str]:
     return mapping
 
 
-def read_pair_file(path: Path, *, mapping: Mapping[str, str] | None = None, source: str | None = None) -> list[PreferencePair]:
+def read_pair_file(
+    path: Path, *, mapping: Mapping[str, str] | None = None, source: str | None = None
+) -> list[PreferencePair]:
     """Every pair of a file, validated; `source` applies to rows that give none (default: the file's stem).
 
     Raises:
@@ -65,7 +69,9 @@ def read_pair_file(path: Path, *, mapping: Mapping[str, str] | None = None, sour
         except InputError as exc:
             raise InputError(f"{path}: row {number}: {exc}") from exc
         if pair.id in seen:
-            raise InputError(f"{path}: row {number}: id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id")
+            raise InputError(
+                f"{path}: row {number}: id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id"
+            )
         seen[pair.id] = number
         pairs.append(pair)
     if not pairs:
@@ -135,7 +141,9 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             for number, row in enumerate(reader, 1):
                 if None in row:
-                    raise InputError(f"{path}: row {number}: more cells than header columns: quote cells that hold commas")
+                    raise InputError(
+                        f"{path}: row {number}: more cells than header columns: quote cells that hold commas"
+                    )
                 if any(v is None for v in row.values()):
                     raise InputError(f"{path}: row {number}: fewer cells than header columns: fill every column")
                 yield number, row

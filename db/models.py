@@ -44,7 +44,8 @@ MARKS = ("right", "wrong")
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {str: LosslessText(), dict[str, Any]: JSONText(), datetime: UTCDateTime()}
+    # Python type -> column type for `Mapped[...]` annotations (SQLAlchemy's declarative hook)
+    type_annotation_map = {str: LosslessText(), dict[str, Any]: JSONText(), datetime: UTCDateTime()}  # noqa: RUF012
 
 
 def _choice_check(column: str, *, nullable: bool = False) -> CheckConstraint:
@@ -83,7 +84,9 @@ class Judgment(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     pair_id: Mapped[int] = mapped_column(ForeignKey("pairs.id"), index=True)
-    twin_id: Mapped[int | None] = mapped_column(ForeignKey("judgments.id", ondelete="SET NULL"))  # the other order of a swap audit
+    twin_id: Mapped[int | None] = mapped_column(
+        ForeignKey("judgments.id", ondelete="SET NULL")
+    )  # the other order of a swap audit
     swapped: Mapped[bool] = mapped_column(Boolean, default=False)  # True for the swapped-order twin
     model: Mapped[str]
     model_revision: Mapped[str]  # a content hash or revision of the weights
@@ -243,9 +246,7 @@ class SnapshotMember(Base):
 
     __tablename__ = "snapshot_members"
     __table_args__ = (
-        CheckConstraint(
-            "(preference_example_id IS NULL) <> (reflection_pair_id IS NULL)", name="exactly_one_example"
-        ),
+        CheckConstraint("(preference_example_id IS NULL) <> (reflection_pair_id IS NULL)", name="exactly_one_example"),
         UniqueConstraint("snapshot_id", "preference_example_id"),
         UniqueConstraint("snapshot_id", "reflection_pair_id"),
     )

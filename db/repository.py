@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, insert, literal, select, update
+from sqlalchemy import and_, case, delete, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -153,7 +153,9 @@ def _judgment_values(j: Judgment, *, pair_id: int, swapped: bool) -> dict[str, A
         "stage2_skipped": j.stage2_skipped,
         "anchor_confidence": None if anchor is None else _confidence_out(anchor.confidence),
         "split_vote": j.vote is not None and min(j.vote.counts) > 0,
-        "overturned": anchor is not None and anchor.prediction is not None and j.verdict not in (None, anchor.prediction),
+        "overturned": anchor is not None
+        and anchor.prediction is not None
+        and j.verdict not in (None, anchor.prediction),
         "created_at": utcnow(),
     }
 
@@ -289,7 +291,9 @@ def _assemble(session: Session, rows: Sequence[Any]) -> list[StoredJudgment]:
     ]
 
 
-def _children(session: Session, model: type[m.Sample] | type[m.Reflection], judgment_ids: list[int]) -> dict[int, list[Any]]:
+def _children(
+    session: Session, model: type[m.Sample] | type[m.Reflection], judgment_ids: list[int]
+) -> dict[int, list[Any]]:
     out: dict[int, list[Any]] = {}
     for chunk in _chunks(judgment_ids, _IN_CHUNK):
         stmt = select(model.__table__).where(model.judgment_id.in_(chunk)).order_by(model.judgment_id, model.position)
@@ -314,8 +318,21 @@ def review_queue(
     columns = [case((cond, 1), else_=0).label(name) for name, cond in flags.items()]
     score = sum((case((cond, 1), else_=0) for cond in flags.values()), literal(0))
     stmt = (
-        select(j.id, j.pair_id, j.verdict, j.strategy, j.model, j.anchor_confidence, j.twin_id, j.created_at,
-               p.messages, p.source, p.label, c.id.label("correction_id"), *columns)
+        select(
+            j.id,
+            j.pair_id,
+            j.verdict,
+            j.strategy,
+            j.model,
+            j.anchor_confidence,
+            j.twin_id,
+            j.created_at,
+            p.messages,
+            p.source,
+            p.label,
+            c.id.label("correction_id"),
+            *columns,
+        )
         .join(p, p.id == j.pair_id)
         .outerjoin(twin, twin.id == j.twin_id)
         .outerjoin(c, and_(c.judgment_id == j.id, c.active.is_(True)))

@@ -1,7 +1,7 @@
 """Schema management with Alembic, configured in code so it works from an installed package.
 
-    upgrade(engine)            # create or migrate to the newest schema
-    model_diffs(engine)        # [] when the models and the migrations agree
+upgrade(engine)            # create or migrate to the newest schema
+model_diffs(engine)        # [] when the models and the migrations agree
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -94,7 +94,9 @@ class JudgmentStore:
         ids, added = self._write(lambda s: repository.add_pairs(s, pairs=pairs))
         return ImportReport(added=added, already_present=len(set(ids)) - added, pair_ids=tuple(ids))
 
-    def import_pairs(self, path: Path, *, mapping: Mapping[str, str] | None = None, source: str | None = None) -> ImportReport:
+    def import_pairs(
+        self, path: Path, *, mapping: Mapping[str, str] | None = None, source: str | None = None
+    ) -> ImportReport:
         """Import a JSONL, CSV or Parquet file of pairs: all rows or, on the first bad row, none."""
         return self.add_pairs(read_pair_file(path, mapping=mapping, source=source))
 
@@ -121,7 +123,12 @@ class JudgmentStore:
         return self._read(lambda s: repository.get_judgments(s, judgment_ids=judgment_ids))
 
     def review_queue(
-        self, *, limit: int = 50, offset: int = 0, include_corrected: bool = False, flagged_only: bool = False,
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        include_corrected: bool = False,
+        flagged_only: bool = False,
         source: str | None = None,
     ) -> list[JudgmentSummary]:
         """Judgments most worth a person's review first.
@@ -131,15 +138,29 @@ class JudgmentStore:
         overturned the anchor's own prediction, the vote was split), then the lowest anchor
         confidence (none or -inf first), then the oldest. Corrected judgments are left out unless asked.
         """
-        return self._read(lambda s: repository.review_queue(
-            s, include_corrected=include_corrected, flagged_only=flagged_only, source=source, limit=limit, offset=offset
-        ))
+        return self._read(
+            lambda s: repository.review_queue(
+                s,
+                include_corrected=include_corrected,
+                flagged_only=flagged_only,
+                source=source,
+                limit=limit,
+                offset=offset,
+            )
+        )
 
     # --- corrections --------------------------------------------------------------------------------
 
     def correct(
-        self, judgment_id: int, *, verdict: Choice, author: str, note: str = "", marks: Mapping[int, Mark] | None = None,
-        max_pairs: int = DEFAULT_MAX_PAIRS, seed: int | None = None,
+        self,
+        judgment_id: int,
+        *,
+        verdict: Choice,
+        author: str,
+        note: str = "",
+        marks: Mapping[int, Mark] | None = None,
+        max_pairs: int = DEFAULT_MAX_PAIRS,
+        seed: int | None = None,
     ) -> CorrectionRecord:
         """Record a person's verdict on a judgment and derive its training examples.
 
@@ -154,22 +175,37 @@ class JudgmentStore:
 
         def work(s: Session) -> CorrectionRecord:
             cid = curation.add_correction(
-                s, judgment_id=judgment_id, author=author, verdict=verdict, note=note, marks=dict(marks or {}),
-                max_pairs=max_pairs, seed=seed,
+                s,
+                judgment_id=judgment_id,
+                author=author,
+                verdict=verdict,
+                note=note,
+                marks=dict(marks or {}),
+                max_pairs=max_pairs,
+                seed=seed,
             )
             return curation.get_corrections(s, correction_ids=[cid])[0]
 
         return self._write(work)
 
     def edit_correction(
-        self, correction_id: int, *, author: str, verdict: Choice | None = None, note: str | None = None,
+        self,
+        correction_id: int,
+        *,
+        author: str,
+        verdict: Choice | None = None,
+        note: str | None = None,
         marks: Mapping[int, Mark] | None = None,
     ) -> CorrectionRecord:
         """Change a correction (None keeps a field; `marks` replaces all marks); its examples follow."""
 
         def work(s: Session) -> CorrectionRecord:
             curation.edit_correction(
-                s, correction_id=correction_id, author=author, verdict=verdict, note=note,
+                s,
+                correction_id=correction_id,
+                author=author,
+                verdict=verdict,
+                note=note,
                 marks=None if marks is None else dict(marks),
             )
             return curation.get_corrections(s, correction_ids=[correction_id])[0]
@@ -186,24 +222,33 @@ class JudgmentStore:
         return self._write(work)
 
     def corrections(self, *, judgment_id: int | None = None, include_withdrawn: bool = True) -> list[CorrectionRecord]:
-        return self._read(lambda s: curation.get_corrections(
-            s, judgment_id=judgment_id, include_withdrawn=include_withdrawn
-        ))
+        return self._read(
+            lambda s: curation.get_corrections(s, judgment_id=judgment_id, include_withdrawn=include_withdrawn)
+        )
 
     # --- training examples and snapshots -------------------------------------------------------------
 
     def examples(
-        self, kind: ExampleKind, *, states: Sequence[str] | None = ("active",), correction_id: int | None = None,
-        limit: int | None = 100, offset: int = 0,
+        self,
+        kind: ExampleKind,
+        *,
+        states: Sequence[str] | None = ("active",),
+        correction_id: int | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
     ) -> list[ExampleRecord]:
         """Derived examples of one kind ("preference" / "reflection"); `states=None` lists every state."""
-        return self._read(lambda s: curation.list_examples(
-            s, kind=kind, states=states, correction_id=correction_id, limit=limit, offset=offset
-        ))
+        return self._read(
+            lambda s: curation.list_examples(
+                s, kind=kind, states=states, correction_id=correction_id, limit=limit, offset=offset
+            )
+        )
 
     def exclude_examples(self, kind: ExampleKind, example_ids: Sequence[int]) -> int:
         """Set examples aside (snapshots skip them); returns how many changed."""
-        return self._write(lambda s: curation.set_example_state(s, kind=kind, example_ids=example_ids, state="excluded"))
+        return self._write(
+            lambda s: curation.set_example_state(s, kind=kind, example_ids=example_ids, state="excluded")
+        )
 
     def restore_examples(self, kind: ExampleKind, example_ids: Sequence[int]) -> int:
         """Bring excluded examples back; returns how many changed."""
@@ -221,6 +266,7 @@ class JudgmentStore:
 
     def verify_snapshot(self, snapshot_id: int) -> bool:
         """Whether a snapshot's members still hash to its recorded hash."""
+
         def work(s: Session) -> bool:
             stored = next((r for r in curation.list_snapshots(s) if r.id == snapshot_id), None)
             return stored is not None and curation.snapshot_hash(s, snapshot_id=snapshot_id) == stored.content_hash
@@ -230,7 +276,13 @@ class JudgmentStore:
     # --- export and maintenance ---------------------------------------------------------------------
 
     def export(
-        self, kind: str, *, fmt: str, out: Path, include_inactive: bool = False, snapshot: str | None = None,
+        self,
+        kind: str,
+        *,
+        fmt: str,
+        out: Path,
+        include_inactive: bool = False,
+        snapshot: str | None = None,
     ) -> int:
         """Write one kind of record to `out` (see `db.exporting`); returns the row count.
 

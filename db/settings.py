@@ -25,7 +25,9 @@ class Settings(BaseSettings):
 
     database_url: str = DEFAULT_DATABASE_URL  # SQLAlchemy URL, or a plain path to a SQLite file
     sqlite_busy_timeout_s: float = Field(30.0, gt=0)  # how long SQLite waits on a lock before it answers "busy"
-    sqlite_synchronous: str = "NORMAL"  # WAL + NORMAL: a process crash loses nothing committed; power loss may lose the last commits
+    sqlite_synchronous: str = (
+        "NORMAL"  # WAL + NORMAL: a process crash loses nothing committed; power loss may lose the last commits
+    )
     lock_retry_s: float = Field(60.0, ge=0)  # a transaction that still meets "database is locked" is retried this long
 
     @field_validator("database_url")

@@ -160,7 +160,9 @@ def scripted_backend() -> ScriptedBackend:
 def judge_pairs(scripted_backend: ScriptedBackend) -> JudgeFn:
     """judge_pairs(pairs, strategy=..., swap=False) -> judgments from the real pipeline."""
 
-    def run(pairs: Sequence[PreferencePair], *, strategy: str = "reflectrm", swap: bool = False, **config: object) -> list[Judgment]:
+    def run(
+        pairs: Sequence[PreferencePair], *, strategy: str = "reflectrm", swap: bool = False, **config: object
+    ) -> list[Judgment]:
         expanded = [q for p in pairs for q in ((p, p.swapped()) if swap else (p,))]
         return list(judge_many(expanded, scripted_backend, JudgeConfig(strategy=strategy, **config)))  # type: ignore[arg-type]
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from reflectrm.backends import ScriptedBackend
 from reflectrm.backends.base import Completion, SamplingParams
 from reflectrm.core.types import Judgment, PreferencePair
+from tests.conftest import critique_output, response_output
 
 JudgeFn = Callable[..., list[Judgment]]
 
@@ -18,21 +19,25 @@ def scripted_output(prompt: str, seed: int, params: SamplingParams) -> Completio
     logprobs = tuple(-0.05 * ((seed >> s) % 7 + 1) for s in range(12))
     if "## Critiques for Judgment" in prompt:
         choice = 2 if seed % 3 == 0 else 1
-        body = f"<Analysis>reflection {seed % 97}</Analysis><Result>Critique {choice} is better than Critique {3 - choice}</Result>"
-        return Completion("I am not sure" if k == 9 else body, (), 9, "stop")
+        return Completion("I am not sure" if k == 9 else critique_output(choice), (), 9, "stop")
     if k == 9:
         return Completion("", (), 0, "length")
     if k == 8:
         return Completion("no verdict, sorry", logprobs, 12, "stop")
     choice = 1 if k < 5 else 2
-    body = f"<Analysis>sample {seed % 1009} prefers {choice}</Analysis><Result>Response {choice} is better than Response {3 - choice}</Result>"
-    return Completion(body, logprobs, 12, "stop")
+    return Completion(response_output(choice, f"sample {seed % 1009} prefers {choice}"), logprobs, 12, "stop")
 
 
 def make_pairs(count: int, *, prefix: str = "p", label: int | None = 1) -> list[PreferencePair]:
     return [
-        PreferencePair.from_query(f"{prefix} question {k}: which is better?", f"answer A{k}", f"answer B{k}",
-                                  label=label, id=f"{prefix}-{k}", source="tests")
+        PreferencePair.from_query(
+            f"{prefix} question {k}: which is better?",
+            f"answer A{k}",
+            f"answer B{k}",
+            label=label,
+            id=f"{prefix}-{k}",
+            source="tests",
+        )
         for k in range(count)
     ]
 
@@ -43,7 +48,7 @@ def scripted_rollouts(outputs: Sequence[str]) -> ScriptedBackend:
 
     def respond(prompt: str, seed: int, params: SamplingParams) -> Completion:
         if "## Critiques for Judgment" in prompt:
-            return Completion("<Analysis>r</Analysis><Result>Critique 1 is better than Critique 2</Result>", (), 5)
+            return Completion(critique_output(1), (), 5)
         out = next(stage1)
         return Completion(out, tuple(-0.1 * (len(out) % 5 + 1) for _ in out.split()), len(out.split()))
 

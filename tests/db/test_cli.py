@@ -24,8 +24,21 @@ ROWS = [{"q": f"question {k}?", "a": f"A{k}", "b": f"B{k}", "y": 1 + k % 2} for 
 
 def test_import_then_export_through_the_cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _pairs_file(tmp_path / "in.jsonl", ROWS)
-    assert main(["import", str(path), "--map", "query=q,response_1=a,response_2=b,label=y", "--source", "hs3",
-                 "--db", db_url]) == 0
+    assert (
+        main(
+            [
+                "import",
+                str(path),
+                "--map",
+                "query=q,response_1=a,response_2=b,label=y",
+                "--source",
+                "hs3",
+                "--db",
+                db_url,
+            ]
+        )
+        == 0
+    )
     assert "imported 4 new pair(s)" in capsys.readouterr().out
     out = tmp_path / "pairs.parquet"
     assert main(["export", "pairs", "--format", "parquet", "--out", str(out), "--db", db_url]) == 0
@@ -36,8 +49,9 @@ def test_import_then_export_through_the_cli(db_url: str, tmp_path: Path, capsys:
     assert [(r["response_1"], r["label"], r["source"]) for r in rows] == [(f"A{k}", 1 + k % 2, "hs3") for k in range(4)]
 
 
-def test_a_bad_row_exits_2_with_its_row_number_and_imports_nothing(db_url: str, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_row_exits_2_with_its_row_number_and_imports_nothing(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _pairs_file(tmp_path / "in.jsonl", [*ROWS[:2], {"q": "x", "a": "A", "b": "B", "y": 7}])
     assert main(["import", str(path), "--map", "query=q,response_1=a,response_2=b,label=y", "--db", db_url]) == 2
     err = capsys.readouterr().err
@@ -57,8 +71,12 @@ def test_a_bad_row_exits_2_with_its_row_number_and_imports_nothing(db_url: str, 
     ],
 )
 def test_cli_errors_are_one_line_with_exit_code_2(
-    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    argv: list[str], message: str,
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     _pairs_file(tmp_path / "in.jsonl", ROWS)
@@ -68,8 +86,9 @@ def test_cli_errors_are_one_line_with_exit_code_2(
     assert message in err and err.count("\n") == 1
 
 
-def test_db_upgrade_creates_then_reports_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_db_upgrade_creates_then_reports_the_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("REFLECTRM_DATABASE_URL", raising=False)
     assert main(["db", "upgrade"]) == 0  # the default: ./reflectrm.db
@@ -95,13 +114,16 @@ def test_db_backup_copies_a_store_in_use(sqlite_url: str, tmp_path: Path, capsys
     assert "already exists" in capsys.readouterr().err
 
 
-def test_db_backup_of_postgresql_points_to_pg_dump(pg_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_db_backup_of_postgresql_points_to_pg_dump(
+    pg_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["db", "backup", str(tmp_path / "b.db"), "--db", f"{pg_server}/postgres"]) == 2
     assert "pg_dump" in capsys.readouterr().err
 
 
-def test_judge_with_db_stores_what_it_prints(db_url: str, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_judge_with_db_stores_what_it_prints(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from reflectrm import backends
     from reflectrm.backends import ScriptedBackend
 

@@ -10,15 +10,20 @@ from db.services import JudgmentStore
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.pipeline import judge
+from tests.conftest import response_output
 from tests.db.helpers import make_pairs, scripted_rollouts
 
-
-def _ok(choice: int, what: str) -> str:
-    return f"<Analysis>{what}</Analysis><Result>Response {choice} is better than Response {3 - choice}</Result>"
-
-
 # Eight stage-1 outputs in sample order: three say 1, three say 2, one unparseable, one empty.
-OUTPUTS = [_ok(1, "a0"), _ok(1, "a1"), _ok(2, "a2"), _ok(2, "a3"), _ok(2, "a4"), "no verdict here", _ok(1, "a6"), ""]
+OUTPUTS = [
+    response_output(1, "a0"),
+    response_output(1, "a1"),
+    response_output(2, "a2"),
+    response_output(2, "a3"),
+    response_output(2, "a4"),
+    "no verdict here",
+    response_output(1, "a6"),
+    "",
+]
 SAYS_1, SAYS_2, UNPARSEABLE = {0, 1, 6}, {2, 3, 4}, 5
 
 
@@ -35,8 +40,10 @@ def corrected_judgment(store: JudgmentStore) -> tuple[JudgmentStore, int]:
 def _critique_positions(store: JudgmentStore, jid: int, correction_id: int) -> list[tuple[int, int, int]]:
     """(critique 1 position, critique 2 position, label) of each active reflection pair of a correction."""
     position = {sid: k for k, sid in enumerate(store.load(jid).sample_ids)}
-    return [(position[e.critiques[0]], position[e.critiques[1]], e.label)
-            for e in store.examples("reflection", correction_id=correction_id)]
+    return [
+        (position[e.critiques[0]], position[e.critiques[1]], e.label)
+        for e in store.examples("reflection", correction_id=correction_id)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -53,8 +60,13 @@ def _critique_positions(store: JudgmentStore, jid: int, correction_id: int) -> l
     ],
 )
 def test_a_correction_derives_one_preference_example_and_reflection_pairs(
-    corrected_judgment: tuple[JudgmentStore, int], verdict: int, marks: dict, max_pairs: int,
-    right: set[int], wrong: set[int], expected_pairs: int,
+    corrected_judgment: tuple[JudgmentStore, int],
+    verdict: int,
+    marks: dict,
+    max_pairs: int,
+    right: set[int],
+    wrong: set[int],
+    expected_pairs: int,
 ) -> None:
     store, jid = corrected_judgment
     record = store.correct(jid, verdict=verdict, author="ana", marks=marks, max_pairs=max_pairs, seed=7)
@@ -70,7 +82,9 @@ def test_a_correction_derives_one_preference_example_and_reflection_pairs(
     assert record.marks == marks
 
 
-def test_critique_order_is_random_but_reproducible_from_the_recorded_seed(corrected_judgment: tuple[JudgmentStore, int]) -> None:
+def test_critique_order_is_random_but_reproducible_from_the_recorded_seed(
+    corrected_judgment: tuple[JudgmentStore, int],
+) -> None:
     store, jid = corrected_judgment
     record = store.correct(jid, verdict=1, author="ana", max_pairs=9, seed=12345)
     first = _critique_positions(store, jid, record.id)
@@ -86,7 +100,9 @@ def test_editing_a_correction_withdraws_what_no_longer_follows(corrected_judgmen
     first = store.correct(jid, verdict=1, author="ana", note="looks right", seed=3)
     note_only = store.edit_correction(first.id, author="bo", note="checked twice")
     assert (note_only.preference_example_ids, note_only.reflection_pair_ids) == (
-        first.preference_example_ids, first.reflection_pair_ids)  # nothing derived changed
+        first.preference_example_ids,
+        first.reflection_pair_ids,
+    )  # nothing derived changed
     assert (note_only.note, note_only.author, note_only.revision) == ("checked twice", "bo", 2)
     flipped = store.edit_correction(first.id, author="bo", verdict=2)
     assert flipped.verdict == 2 and flipped.note == "checked twice"
@@ -112,7 +128,9 @@ def test_editing_marks_rederives_the_reflection_pairs(corrected_judgment: tuple[
     assert cleared.marks == {}
 
 
-def test_withdrawing_a_correction_withdraws_everything_it_derived(corrected_judgment: tuple[JudgmentStore, int]) -> None:
+def test_withdrawing_a_correction_withdraws_everything_it_derived(
+    corrected_judgment: tuple[JudgmentStore, int],
+) -> None:
     store, jid = corrected_judgment
     record = store.correct(jid, verdict=1, author="ana", seed=3)
     gone = store.withdraw_correction(record.id, author="ana")
@@ -134,14 +152,17 @@ def test_history_keeps_every_earlier_version(corrected_judgment: tuple[JudgmentS
     store.withdraw_correction(record.id, author="cy")
     out = store.corrections(judgment_id=jid)
     assert len(out) == 1 and out[0].revision == 3 and out[0].author == "cy"
-    from db import models as m
     from sqlalchemy import select
     from sqlalchemy.orm import Session
+
+    from db import models as m
 
     with Session(store.engine) as s:
         history = s.scalar(select(m.Correction.history))
     assert [(h["author"], h["verdict"], h["note"], h["marks"]) for h in history] == [
-        ("ana", 1, "n1", {"0": "right"}), ("bo", 2, "n2", {"0": "right"})]
+        ("ana", 1, "n1", {"0": "right"}),
+        ("bo", 2, "n2", {"0": "right"}),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -171,7 +192,9 @@ def test_one_active_correction_per_judgment(corrected_judgment: tuple[JudgmentSt
         store.correct(999, verdict=2, author="bo")
 
 
-def test_exclude_and_restore_examples_and_snapshots_skip_excluded(corrected_judgment: tuple[JudgmentStore, int]) -> None:
+def test_exclude_and_restore_examples_and_snapshots_skip_excluded(
+    corrected_judgment: tuple[JudgmentStore, int],
+) -> None:
     store, jid = corrected_judgment
     record = store.correct(jid, verdict=1, author="ana", seed=5)
     excluded = list(record.reflection_pair_ids[:2])
@@ -212,7 +235,11 @@ def test_derivation_counts_repeated_analysis_texts_once() -> None:
     analyses = [Analysis(k, f"text {k % 4}", 1 if k % 2 == 0 else 2) for k in range(8)]
     pairs = derive_reflection_pairs(analyses, verdict=1, marks={}, max_pairs=10, seed=0)
     assert sorted((min(p.critique_1, p.critique_2), max(p.critique_1, p.critique_2)) for p in pairs) == [
-        (0, 1), (0, 3), (1, 2), (2, 3)]
+        (0, 1),
+        (0, 3),
+        (1, 2),
+        (2, 3),
+    ]
 
 
 def test_derivation_ignores_empty_analyses_even_when_marked() -> None:

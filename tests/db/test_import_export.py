@@ -16,6 +16,7 @@ from reflectrm.core.prompts import reflection_prompt, response_prompt
 from reflectrm.core.types import Judgment, PreferencePair, messages_to_dicts
 from reflectrm.errors import InputError
 from reflectrm.pipeline import judge
+from tests.conftest import response_output
 from tests.db.helpers import make_pairs, scripted_rollouts
 
 ROWS = [
@@ -58,10 +59,27 @@ def test_import_maps_columns_from_every_format(store: JudgmentStore, tmp_path: P
     ("suffix", "bad_row", "message"),
     [
         # each trap sits in row 3, after two good rows that must not be written
-        pytest.param(".jsonl", {"question": "q", "a": "", "b": "x", "pref": 1, "uid": "x"}, "response_1 is empty", id="jsonl-empty-response"),
-        pytest.param(".csv", {"question": "q", "a": "a", "b": "b", "pref": 3, "uid": "x"}, "label must be 1 or 2", id="csv-bad-label"),
-        pytest.param(".parquet", {"question": None, "a": "a", "b": "b", "pref": 1, "uid": "x"}, "query", id="parquet-missing-query"),
-        pytest.param(".jsonl", {"question": "q", "a": "a", "b": "b", "pref": 1, "uid": "r1"}, "also row 1", id="duplicate-id"),
+        pytest.param(
+            ".jsonl",
+            {"question": "q", "a": "", "b": "x", "pref": 1, "uid": "x"},
+            "response_1 is empty",
+            id="jsonl-empty-response",
+        ),
+        pytest.param(
+            ".csv",
+            {"question": "q", "a": "a", "b": "b", "pref": 3, "uid": "x"},
+            "label must be 1 or 2",
+            id="csv-bad-label",
+        ),
+        pytest.param(
+            ".parquet",
+            {"question": None, "a": "a", "b": "b", "pref": 1, "uid": "x"},
+            "query",
+            id="parquet-missing-query",
+        ),
+        pytest.param(
+            ".jsonl", {"question": "q", "a": "a", "b": "b", "pref": 1, "uid": "r1"}, "also row 1", id="duplicate-id"
+        ),
     ],
 )
 def test_a_malformed_row_aborts_the_import_with_its_row_number_and_writes_nothing(
@@ -109,18 +127,18 @@ def test_messages_column_as_json_text_in_csv(tmp_path: Path) -> None:
 @pytest.fixture
 def corrected_store(store: JudgmentStore) -> JudgmentStore:
     """A store with two corrected judgments: 2 preference examples and 4 + 2 reflection pairs."""
-    outputs = ["<Analysis>x1</Analysis><Result>Response 1 is better than Response 2</Result>",
-               "<Analysis>x2</Analysis><Result>Response 2 is better than Response 1</Result>",
-               "<Analysis>x3</Analysis><Result>Response 1 is better than Response 2</Result>",
-               "<Analysis>x4</Analysis><Result>Response 2 is better than Response 1</Result>"]
+    # eight samples cycle through four texts: repeated texts count once, so 2 x 2 distinct pairs
+    outputs = [response_output(1, "x1"), response_output(2, "x2"), response_output(1, "x3"), response_output(2, "x4")]
     pairs = make_pairs(2)
     ids = store.record([judge(p, scripted_rollouts(outputs)) for p in pairs], swapped=False)
-    store.correct(ids[0], verdict=1, author="ana", seed=1)  # right {0,2,4,6} x wrong {1,3,5,7}: 4 pairs
+    store.correct(ids[0], verdict=1, author="ana", seed=1)  # right {x1, x3} x wrong {x2, x4}: 4 pairs
     store.correct(ids[1], verdict=2, author="ana", seed=2, max_pairs=2)
     return store
 
 
-def test_hf_export_loads_with_datasets_in_trl_conversational_format(corrected_store: JudgmentStore, tmp_path: Path) -> None:
+def test_hf_export_loads_with_datasets_in_trl_conversational_format(
+    corrected_store: JudgmentStore, tmp_path: Path
+) -> None:
     from datasets import load_from_disk
     from trl.data_utils import is_conversational
 
@@ -154,9 +172,18 @@ def test_hf_export_of_one_kind(corrected_store: JudgmentStore, tmp_path: Path, k
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 @pytest.mark.parametrize(
     ("kind", "rows"),
-    [("pairs", 2), ("judgments", 2), ("corrections", 2), ("preference-examples", 2), ("reflection-pairs", 6), ("training", 8)],
+    [
+        ("pairs", 2),
+        ("judgments", 2),
+        ("corrections", 2),
+        ("preference-examples", 2),
+        ("reflection-pairs", 6),
+        ("training", 8),
+    ],
 )
-def test_every_kind_exports_as_jsonl_and_parquet(corrected_store: JudgmentStore, tmp_path: Path, kind: str, rows: int, fmt: str) -> None:
+def test_every_kind_exports_as_jsonl_and_parquet(
+    corrected_store: JudgmentStore, tmp_path: Path, kind: str, rows: int, fmt: str
+) -> None:
     out = tmp_path / f"out.{fmt}"
     assert corrected_store.export(kind, fmt=fmt, out=out) == rows
     loaded = _read(out)
@@ -176,8 +203,11 @@ def test_excluded_examples_leave_the_export_unless_asked_and_snapshots_export_fr
     first = corrected_store.examples("reflection")[0].id
     corrected_store.exclude_examples("reflection", [first])
     assert corrected_store.export("reflection-pairs", fmt="jsonl", out=tmp_path / "a.jsonl") == 5
-    everything = _read(tmp_path / "b.jsonl") if corrected_store.export(
-        "reflection-pairs", fmt="jsonl", out=tmp_path / "b.jsonl", include_inactive=True) else []
+    everything = (
+        _read(tmp_path / "b.jsonl")
+        if corrected_store.export("reflection-pairs", fmt="jsonl", out=tmp_path / "b.jsonl", include_inactive=True)
+        else []
+    )
     assert {r["state"] for r in everything} == {"active", "excluded"} and len(everything) == 6
     assert corrected_store.export("training", fmt="jsonl", out=tmp_path / "s.jsonl", snapshot=snap.name) == 8
 
@@ -206,13 +236,15 @@ HOSTILE = [
     pytest.param("<script>alert('x')</script><img src=x onerror=alert(1)>", id="script-tags"),
     # controls, BOM, line/paragraph separators, bidi override, noncharacters, CRLF, our own escape marker
     pytest.param("\ufeff\u2028\u2029\u202e\ufffe\uffff\r\n\t\x1b[31m\x7f", id="controls-and-specials"),
-    pytest.param("\ufdd0json:\"looks escaped\"", id="escape-marker-prefix"),
+    pytest.param('\ufdd0json:"looks escaped"', id="escape-marker-prefix"),
 ]
 
 
 def _hostile_pair(text: str, *, big: bool) -> PreferencePair:
     response = ("x" * 1_000_000 + text) if big else f"one {text}"
-    return PreferencePair.from_query(f"query {text}", response, f"two {text}", label=2, id=f"id-{text}", source=f"s{text}")
+    return PreferencePair.from_query(
+        f"query {text}", response, f"two {text}", label=2, id=f"id-{text}", source=f"s{text}"
+    )
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -220,8 +252,7 @@ def test_hostile_text_round_trips_through_store_export_and_import(
     store: JudgmentStore, tmp_path: Path, text: str
 ) -> None:
     pair = _hostile_pair(text, big=True)
-    outputs = [f"<Analysis>{text} a{k}</Analysis><Result>Response {1 + k % 2} is better than Response {2 - k % 2}</Result>"
-               for k in range(4)]
+    outputs = [response_output(1 + k % 2, f"{text} a{k}") for k in range(4)]
     judgment = judge(pair, scripted_rollouts(outputs))
     [jid] = store.record([judgment], swapped=False)
     assert store.load(jid).judgment == judgment  # store: exact, NUL and 1 MB included
@@ -288,7 +319,9 @@ def test_hostile_text_is_stored_as_is_in_sqlite_unless_it_must_be_escaped(sqlite
     assert response_2 == "plain" and response_1 == '\ufdd0json:"nul\\u0000"'
 
 
-def test_preference_examples_parquet_carries_pair_ids_labels_and_states(corrected_store: JudgmentStore, tmp_path: Path) -> None:
+def test_preference_examples_parquet_carries_pair_ids_labels_and_states(
+    corrected_store: JudgmentStore, tmp_path: Path
+) -> None:
     corrected_store.export("preference-examples", fmt="parquet", out=tmp_path / "p.parquet")
     rows = pq.read_table(tmp_path / "p.parquet").to_pylist()
     assert [(r["id"], r["label"], r["state"]) for r in rows] == [("p-0", 1, "active"), ("p-1", 2, "active")]

@@ -14,8 +14,10 @@ from reflectrm.pipeline import rejudge
 from tests.db.helpers import JudgeFn, make_pairs
 
 
-@pytest.mark.parametrize("strategy", ["reflectrm", "greedy", "majority", "majority@15", "confidence-weighted",
-                                      "random-anchor", "random-winners"])
+@pytest.mark.parametrize(
+    "strategy",
+    ["reflectrm", "greedy", "majority", "majority@15", "confidence-weighted", "random-anchor", "random-winners"],
+)
 def test_a_recorded_judgment_loads_back_equal(store: JudgmentStore, judge_pairs: JudgeFn, strategy: str) -> None:
     judgments = judge_pairs(make_pairs(6), strategy=strategy)
     ids = store.record(judgments, swapped=False)
@@ -55,12 +57,27 @@ def test_a_rejudged_record_with_greedy_and_sampled_rollouts_keeps_their_order(
 
 def test_an_abstention_round_trips(store: JudgmentStore) -> None:
     pair = make_pairs(1)[0]
-    rollout = Rollout(index=0, text="", analysis="", prediction=None, status=ParseStatus.EMPTY,
-                      confidence=-math.inf, num_tokens=0, finish_reason="length")
+    rollout = Rollout(
+        index=0,
+        text="",
+        analysis="",
+        prediction=None,
+        status=ParseStatus.EMPTY,
+        confidence=-math.inf,
+        num_tokens=0,
+        finish_reason="length",
+    )
     from reflectrm.core.types import Judgment
 
-    judgment = Judgment(pair=pair, strategy="majority", rollouts=(rollout,), verdict=None,
-                        abstain_reason="no parseable output", config={"seed": 3}, seed=3)
+    judgment = Judgment(
+        pair=pair,
+        strategy="majority",
+        rollouts=(rollout,),
+        verdict=None,
+        abstain_reason="no parseable output",
+        config={"seed": 3},
+        seed=3,
+    )
     [jid] = store.record([judgment], swapped=False)
     assert store.load(jid).judgment == judgment
 
@@ -84,7 +101,9 @@ def test_swapped_record_rejects_judgments_that_are_not_two_orders(store: Judgmen
     assert store.counts()["judgments"] == 0
 
 
-def test_identical_pairs_are_stored_once_and_different_labels_are_kept_apart(store: JudgmentStore, judge_pairs: JudgeFn) -> None:
+def test_identical_pairs_are_stored_once_and_different_labels_are_kept_apart(
+    store: JudgmentStore, judge_pairs: JudgeFn
+) -> None:
     pair = make_pairs(1)[0]
     unlabelled = replace(pair, label=None)
     judgments = judge_pairs([pair, pair, unlabelled])
@@ -119,7 +138,9 @@ def test_review_queue_puts_disagreements_first_then_low_confidence(store: Judgme
         flipped = a.verdict is not None and b.verdict is not None and a.verdict == b.verdict
         assert ("flipped" in by_id[ids[k]].flags) == flipped == ("flipped" in by_id[ids[k + 1]].flags)
     for score in set(scores):  # within a score, lowest anchor confidence first (None = -inf first)
-        conf = [-math.inf if s.anchor_confidence is None else s.anchor_confidence for s in queue if len(s.flags) == score]
+        conf = [
+            -math.inf if s.anchor_confidence is None else s.anchor_confidence for s in queue if len(s.flags) == score
+        ]
         assert conf == sorted(conf)
 
 
@@ -137,5 +158,5 @@ def test_pairs_list_returns_stored_pairs(store: JudgmentStore) -> None:
     report = store.add_pairs(pairs)
     assert (report.added, report.already_present) == (3, 0)
     assert [p.pair for p in store.list_pairs(source="tests")] == pairs
-    again = store.add_pairs(pairs + [PreferencePair.from_query("new?", "a", "b")])
+    again = store.add_pairs([*pairs, PreferencePair.from_query("new?", "a", "b")])
     assert (again.added, again.already_present) == (1, 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -27,8 +28,15 @@ THREADS, PROCESSES, PER_WRITER, CORRECTED = 8, 2, 15, 5
 
 def _spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "tests.db.store_writer", *args], cwd=ROOT, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.db.store_writer", *args],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,7 +63,7 @@ def test_eight_threads_and_two_processes_write_one_sqlite_file(
         def run(k: int) -> None:
             try:
                 write(store, f"thread{k}", PER_WRITER, CORRECTED)
-            except BaseException as exc:  # noqa: BLE001 - collected and re-raised by the test
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=run, args=(k,)) for k in range(THREADS)]
@@ -81,7 +89,7 @@ def test_eight_threads_and_two_processes_write_one_sqlite_file(
     retries = sum("retrying" in r.getMessage() for r in caplog.records)
     if busy_timeout_s < 0.01:
         assert retries > 0  # the locks did happen; none reached a caller
-    switches = sum(a != b for a, b in zip(order, order[1:]))
+    switches = sum(a != b for a, b in itertools.pairwise(order))
     assert switches > writers  # the writers' transactions interleaved rather than ran one after another
 
 
