@@ -20,12 +20,14 @@ class Completion:
             truncation), stop token excluded; () when log-probs were not asked for.
         num_tokens: generated tokens, stop token excluded.
         finish_reason: "stop" (a stop token) or "length" (max_new_tokens reached).
+        token_ids: the generated token ids, stop token excluded, when the backend has them.
     """
 
     text: str
     token_logprobs: tuple[float, ...] = ()
     num_tokens: int = 0
     finish_reason: str = "stop"
+    token_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

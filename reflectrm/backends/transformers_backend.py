@@ -222,7 +222,7 @@ class TransformersBackend:
                     toks, lps = toks[:-1], lps[:-1]  # the stop token is not counted (Eq. 5)
                 text = self.tokenizer.decode(toks, skip_special_tokens=True)
                 row.append(Completion(text, tuple(lps) if params.logprobs else (), len(toks),
-                                      "stop" if stopped else "length"))
+                                      "stop" if stopped else "length", tuple(toks)))
                 r += 1
             out.append(row)
         return out

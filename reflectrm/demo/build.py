@@ -114,7 +114,17 @@ def _batches(examples: list[tuple[list[int], int]], batch_size: int, rng: random
         yield from chunks
 
 
-def train(model: Any, tokenizer: Any, examples: list[tuple[str, str]], *, steps: int, batch_size: int, lr: float) -> list[float]:
+def train(
+    model: Any,
+    tokenizer: Any,
+    examples: list[tuple[str, str]],
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    checkpoint: Any = None,
+    checkpoint_every: int = 0,
+) -> list[float]:
     """Supervised fine-tuning on the targets only (prompt tokens are masked out of the loss)."""
     import torch
 
@@ -153,9 +163,11 @@ def train(model: Any, tokenizer: Any, examples: list[tuple[str, str]], *, steps:
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(loss.item())
         if step % 50 == 0 or step == steps - 1:
-            log.info("step %d/%d loss %.4f (%.0fs)", step + 1, steps, float(loss), time.perf_counter() - started)
+            log.info("step %d/%d loss %.4f (%.0fs)", step + 1, steps, losses[-1], time.perf_counter() - started)
+        if checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            checkpoint(step + 1)
     model.eval()
     return losses
 
@@ -190,15 +202,24 @@ def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR, help="where to write the model")
-    ap.add_argument("--steps", type=int, default=600, help="optimizer steps")
-    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=1200, help="optimizer steps")
+    ap.add_argument("--batch-size", type=int, default=24)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--pairs", type=int, default=24000, help="synthetic training pairs")
     ap.add_argument("--vocab-size", type=int, default=640)
     ap.add_argument("--eval-pairs", type=int, default=150, help="held-out pairs to evaluate (0 = skip)")
     ap.add_argument("--seed", type=int, default=TRAIN_SEED)
+    ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
+    ap.add_argument("--eval-only", action="store_true", help="evaluate the model at --out and update its card")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.eval_only:
+        card_path = args.out / "demo_card.json"
+        card = json.loads(card_path.read_text()) if card_path.exists() else {}
+        card["eval"] = evaluate(args.out, n_pairs=args.eval_pairs)
+        card_path.write_text(json.dumps(card, indent=2) + "\n")
+        print(json.dumps(card, indent=2))
+        return 0
     import torch
 
     torch.manual_seed(args.seed)
@@ -207,10 +228,16 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = build_tokenizer([p + t for p, t in examples[:6000]], vocab_size=args.vocab_size)
     model = build_model(len(tokenizer), tokenizer)
     log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
-    losses = train(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr)
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
+    def save(where: Path) -> None:
+        where.mkdir(parents=True, exist_ok=True)
+        state = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+        model.save_pretrained(where, state_dict=state)
+        tokenizer.save_pretrained(where)
+
+    losses = train(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                   checkpoint=lambda step: save(args.out.parent / f"{args.out.name}-step{step}"),
+                   checkpoint_every=args.checkpoint_every)
+    save(args.out)
     train_s = time.perf_counter() - started
     card: dict[str, Any] = {
         "what": "ReflectRM demo judge: a tiny Qwen3-architecture model trained on synthetic arithmetic judging",

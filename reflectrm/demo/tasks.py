@@ -21,7 +21,7 @@ from reflectrm.core.types import PreferencePair
 KINDS = ("add", "sub", "mul")
 SYMBOL = {"add": "+", "sub": "-", "mul": "*"}
 QUESTION_FORMS = ("What is {a} {op} {b}?", "Compute {a} {op} {b}.", "Calculate {a} {op} {b}.", "{a} {op} {b} = ?")
-ANSWER_FORMS = ("{a} {op} {b} = {v}.", "The answer is {v}.", "{v}", "It is {v}.", "{a} {op} {b} is {v}.")
+ANSWER_FORMS = ("The answer is {v}.", "{v}", "It is {v}.", "It equals {v}.", "The result is {v}.")
 
 
 @dataclass(frozen=True, slots=True)
