@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from db.exporting import EXPORT_FORMATS, EXPORT_KINDS
-from db.importing import IMPORT_FIELDS, parse_mapping
+from db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS
+from db.importing import parse_mapping
+
+if TYPE_CHECKING:
+    from db.services import JudgmentStore
 
 DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
 
@@ -64,8 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     backup.set_defaults(func=cmd_backup)
 
 
-def _store(url: str | None):
-    from db.services import JudgmentStore
+def _store(url: str | None) -> JudgmentStore:
+    from db.services import JudgmentStore  # late: `reflectrm --help` need not load SQLAlchemy
 
     return JudgmentStore.open(url)
 

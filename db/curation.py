@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from db import models as m
@@ -105,7 +105,7 @@ def add_correction(
 
 def _write_marks(session: Session, correction_id: int, marks: Mapping[int, Mark], samples: Sequence[Any]) -> None:
     by_position = {s.position: s.id for s in samples}
-    session.execute(m.CorrectionMark.__table__.delete().where(m.CorrectionMark.correction_id == correction_id))
+    session.execute(delete(m.CorrectionMark).where(m.CorrectionMark.correction_id == correction_id))
     if marks:
         session.execute(
             insert(m.CorrectionMark),
@@ -218,7 +218,7 @@ def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, d
         verdict=row.verdict,
         marks=marks,
         max_pairs=row.max_pairs,
-        seed=row.derivation_seed,  # type: ignore[arg-type]
+        seed=row.derivation_seed,
     ):
         digest = content_hash(reflection_content(pair, (analyses[d.critique_1], analyses[d.critique_2]), d.label))
         reflection[digest] = {
@@ -391,14 +391,27 @@ def _snapshot_record(row: m.DatasetSnapshot) -> SnapshotRecord:
     )
 
 
+def get_snapshot(session: Session, *, snapshot_id: int | None = None, name: str | None = None) -> SnapshotRecord:
+    """A snapshot by id or by name."""
+    stmt = select(m.DatasetSnapshot)
+    stmt = (
+        stmt.where(m.DatasetSnapshot.id == snapshot_id) if name is None else stmt.where(m.DatasetSnapshot.name == name)
+    )
+    row = session.scalar(stmt)
+    if row is None:
+        raise InputError(
+            f"snapshot {snapshot_id if name is None else repr(name)} does not exist: pick one from the list"
+        )
+    return _snapshot_record(row)
+
+
 def list_snapshots(session: Session) -> list[SnapshotRecord]:
     return [_snapshot_record(r) for r in session.scalars(select(m.DatasetSnapshot).order_by(m.DatasetSnapshot.id))]
 
 
 def snapshot_member_ids(session: Session, *, snapshot_id: int) -> dict[ExampleKind, list[int]]:
     """The example ids a snapshot froze, per kind."""
-    if session.get(m.DatasetSnapshot, snapshot_id) is None:
-        raise InputError(f"snapshot {snapshot_id} does not exist: pick one from the snapshot list")
+    get_snapshot(session, snapshot_id=snapshot_id)
     rows = session.execute(
         select(m.SnapshotMember.preference_example_id, m.SnapshotMember.reflection_pair_id)
         .where(m.SnapshotMember.snapshot_id == snapshot_id)

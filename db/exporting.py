@@ -20,7 +20,7 @@ import json
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
@@ -33,32 +33,7 @@ from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, format_critique, refl
 from reflectrm.core.types import messages_to_dicts
 from reflectrm.errors import InputError, require
 
-ExportKind = Literal["pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training"]
-ExportFormat = Literal["jsonl", "parquet", "hf"]
-EXPORT_KINDS: tuple[str, ...] = (
-    "pairs",
-    "judgments",
-    "corrections",
-    "preference-examples",
-    "reflection-pairs",
-    "training",
-)
-EXPORT_FORMATS: tuple[str, ...] = ("jsonl", "parquet", "hf")
-HF_KINDS = ("preference-examples", "reflection-pairs", "training")
-
 _BATCH = 1000  # rows per database read and per Parquet row group
-
-
-def check_export(kind: str, fmt: str) -> None:
-    """Raise `InputError` naming a bad kind or format."""
-    if kind not in EXPORT_KINDS:
-        raise InputError(f"export kind {kind!r} is unknown: use one of {', '.join(EXPORT_KINDS)}")
-    if fmt not in EXPORT_FORMATS:
-        raise InputError(f"export format {fmt!r} is unknown: use one of {', '.join(EXPORT_FORMATS)}")
-    if fmt == "hf" and kind not in HF_KINDS:
-        raise InputError(
-            f"the hf format holds training prompts: export {kind} as jsonl or parquet, or use {', '.join(HF_KINDS)}"
-        )
 
 
 def export_rows(

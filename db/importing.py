@@ -15,15 +15,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from db.formats import IMPORT_FIELDS, IMPORT_SUFFIXES
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError, require
 
-IMPORT_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
-"""Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
-
 _OPTIONAL = ("id", "messages", "label", "source", "subset")
-
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
@@ -56,7 +52,7 @@ def read_pair_file(
     path = Path(path)
     if not path.is_file():
         raise InputError(f"import file {str(path)!r} does not exist: check the path")
-    kind = FORMATS.get(path.suffix.lower())
+    kind = IMPORT_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InputError(f"{path.name}: unknown file type {path.suffix!r}: import .jsonl, .csv or .parquet")
     mapping = dict(mapping or {})

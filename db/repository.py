@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, literal, select, update
+from sqlalchemy import and_, case, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -97,6 +97,19 @@ def list_pairs(session: Session, *, source: str | None, limit: int, offset: int)
 
 
 # --- judgments -------------------------------------------------------------------------------------
+
+
+def add_judgments(session: Session, *, judgments: Sequence[Judgment], swapped: bool) -> list[int]:
+    """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair."""
+    pair_ids, _ = add_pairs(session, pairs=[j.pair for j in judgments])
+    ids = [
+        add_judgment(session, judgment=j, pair_id=p, swapped=swapped and k % 2 == 1)
+        for k, (j, p) in enumerate(zip(judgments, pair_ids))
+    ]
+    if swapped:
+        for k in range(0, len(ids), 2):
+            link_twins(session, original_id=ids[k], swapped_id=ids[k + 1])
+    return ids
 
 
 def add_judgment(session: Session, *, judgment: Judgment, pair_id: int, swapped: bool) -> int:
@@ -373,10 +386,6 @@ def count_rows(session: Session) -> dict[str, int]:
         table.name: session.execute(select(func.count()).select_from(table)).scalar_one()
         for table in m.Base.metadata.sorted_tables
     }
-
-
-def delete_marks(session: Session, *, correction_id: int) -> None:
-    session.execute(delete(m.CorrectionMark).where(m.CorrectionMark.correction_id == correction_id))
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:

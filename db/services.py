@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from db import curation, exporting, repository, schema
 from db.derivation import DEFAULT_MAX_PAIRS, Mark
 from db.engine import make_engine, run_transaction, session_factories
+from db.formats import check_export
 from db.importing import read_pair_file
 from db.records import (
     CorrectionRecord,
@@ -110,7 +111,7 @@ class JudgmentStore:
         `judge_both_orders` returns them), and the two judgments of each are linked.
         """
         _check_swapped(judgments, swapped=swapped)
-        return self._write(lambda s: _record(s, judgments, swapped=swapped))
+        return self._write(lambda s: repository.add_judgments(s, judgments=judgments, swapped=swapped))
 
     def load(self, judgment_id: int) -> StoredJudgment:
         """A judgment exactly as recorded (`load(id).judgment == recorded`)."""
@@ -268,8 +269,8 @@ class JudgmentStore:
         """Whether a snapshot's members still hash to its recorded hash."""
 
         def work(s: Session) -> bool:
-            stored = next((r for r in curation.list_snapshots(s) if r.id == snapshot_id), None)
-            return stored is not None and curation.snapshot_hash(s, snapshot_id=snapshot_id) == stored.content_hash
+            stored = curation.get_snapshot(s, snapshot_id=snapshot_id)
+            return curation.snapshot_hash(s, snapshot_id=snapshot_id) == stored.content_hash
 
         return self._read(work)
 
@@ -290,11 +291,11 @@ class JudgmentStore:
             include_inactive: also export excluded and withdrawn examples (they carry a `state` column).
             snapshot: export that snapshot's examples (by name) instead of the active ones.
         """
-        exporting.check_export(kind, fmt)
+        check_export(kind, fmt)
         states = ("active", "excluded", "withdrawn") if include_inactive else ("active",)
 
         def work(s: Session) -> int:
-            snapshot_id = None if snapshot is None else _snapshot_id(s, snapshot)
+            snapshot_id = None if snapshot is None else curation.get_snapshot(s, name=snapshot).id
             rows = exporting.export_rows(s, kind=kind, fmt=fmt, states=states, snapshot_id=snapshot_id)
             return exporting.write_rows(rows, fmt=fmt, out=Path(out), schema=exporting.arrow_schema(kind, fmt))
 
@@ -333,25 +334,6 @@ def _check_swapped(judgments: Sequence[Judgment], *, swapped: bool) -> None:
         original, other = judgments[k], judgments[k + 1]
         if original.pair.swapped().fingerprint() != other.pair.fingerprint():
             raise InputError(f"judgments {k} and {k + 1} are not the two orders of one pair: pass [original, swapped]")
-
-
-def _record(session: Session, judgments: Sequence[Judgment], *, swapped: bool) -> list[int]:
-    pair_ids, _ = repository.add_pairs(session, pairs=[j.pair for j in judgments])
-    ids = [
-        repository.add_judgment(session, judgment=j, pair_id=p, swapped=swapped and k % 2 == 1)
-        for k, (j, p) in enumerate(zip(judgments, pair_ids))
-    ]
-    if swapped:
-        for k in range(0, len(ids), 2):
-            repository.link_twins(session, original_id=ids[k], swapped_id=ids[k + 1])
-    return ids
-
-
-def _snapshot_id(session: Session, name: str) -> int:
-    found = next((r.id for r in curation.list_snapshots(session) if r.name == name), None)
-    if found is None:
-        raise InputError(f"snapshot {name!r} does not exist: list snapshots or create one first")
-    return found
 
 
 __all__ = ["JudgmentStore", "load_settings"]

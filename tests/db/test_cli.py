@@ -136,3 +136,14 @@ def test_judge_with_db_stores_what_it_prints(
     assert original.judgment == Judgment.from_dict(printed)
     assert swapped.judgment == Judgment.from_dict(printed["swapped"])
     assert (original.twin_id, swapped.twin_id) == (2, 1)
+
+
+def test_building_the_parser_loads_no_database_library() -> None:
+    # `reflectrm --help` and `reflectrm judge` should not pay for SQLAlchemy or pyarrow.
+    import subprocess
+    import sys
+
+    code = "import sys, app.cli; app.cli.build_parser(); print([m for m in ('sqlalchemy', 'pyarrow') if m in sys.modules])"
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "[]"
