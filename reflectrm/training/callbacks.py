@@ -1,0 +1,54 @@
+"""The trainer callback that keeps a run folder current and stops a run on request (imports transformers)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from transformers import TrainerCallback
+
+from reflectrm.training.runs import RunFiles
+
+
+class RunCallback(TrainerCallback):
+    """Writes status and metrics to the run folder; stops (with a checkpoint) when asked.
+
+    A stop is asked for by setting `stop` (in-process: Ctrl-C, a worker's SIGTERM) or by creating
+    the run's `cancel` file (another process: the app). The trainer finishes the current step,
+    saves a checkpoint and returns, so the run resumes from there.
+    """
+
+    def __init__(self, files: RunFiles, stop: threading.Event) -> None:
+        self.files = files
+        self.stop = stop
+        self._paced = False
+
+    def _stop_requested(self) -> bool:
+        if not self.stop.is_set() and self.files.cancel.exists():
+            self.stop.set()
+        return self.stop.is_set()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            now = time.time()
+            self._paced = False
+            self.files.update_status(state="running", step=state.global_step, first_step=state.global_step,
+                                     total_steps=state.max_steps, started_unix=now, pace_since_unix=now,
+                                     step_unix=None)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.is_world_process_zero:
+            status = {"step": state.global_step, "step_unix": time.time()}
+            if not self._paced:  # the first step of a start pays for warm-up: time the pace from its end
+                self._paced = True
+                status.update(pace_since_unix=status["step_unix"], first_step=state.global_step)
+            self.files.update_status(**status)
+        if self._stop_requested():
+            control.should_training_stop = True
+            control.should_save = True
+        return control
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if state.is_world_process_zero and logs and "train_runtime" not in logs:
+            self.files.append(self.files.metrics, {"step": state.global_step, "time": time.time(), **logs})

@@ -1,0 +1,268 @@
+"""`reflectrm build-data`, `reflectrm train` and `reflectrm train-status`: thin shells over the library.
+
+    reflectrm build-data --pairs pairs.jsonl [--model PATH] [--eval heldout.jsonl] [--extra corrections_hf]
+                         [--mix 4:1] [--out data] [--name demo]
+    reflectrm train --data data/demo-1a2b3c4d5e6f --model PATH --output runs/r1 [--max-steps N] [--lora]
+    reflectrm train-status runs/r1 [--json]
+
+`app.cli` adds these to the `reflectrm` command. Under `accelerate launch` (several GPUs or nodes),
+run this module: `accelerate launch --config_file CFG -m reflectrm.training.cli train ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from reflectrm.errors import InputError
+from reflectrm.training.data import DataConfig
+from reflectrm.training.grpo import TrainConfig
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `build-data`, `train` and `train-status` to a sub-command parser."""
+    _register_build_data(sub)
+    _register_train(sub)
+    p = sub.add_parser("train-status", help="show a training run's progress")
+    p.add_argument("run_dir", type=Path, help="the run folder (train --output)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.set_defaults(func=cmd_train_status)
+
+
+def _register_build_data(sub: argparse._SubParsersAction) -> None:
+    d = DataConfig()
+    p = sub.add_parser("build-data", help="roll out the judge on labelled pairs and write a training snapshot",
+                       description="Build GRPO training data (PAPER.md 2): rollouts, easy-item filter, preference "
+                                   "examples, one reflection pair per mixed item, the mix, extra rows, dedupe.")
+    p.add_argument("--pairs", type=Path, help="JSONL of labelled pairs to roll out on")
+    p.add_argument("--judgments", type=Path, help="JSONL of judgments already sampled (instead of rolling out --pairs)")
+    p.add_argument("--extra", type=Path, action="append", default=[],
+                   help="training rows from elsewhere (a dataset folder or JSONL, e.g. the store's hf export of "
+                        "human-correction examples); repeatable; kept over generated rows on a clash")
+    p.add_argument("--eval", type=Path, help="JSONL of evaluation pairs: refuse data that shares a conversation with them")
+    p.add_argument("--model", help="the judge to roll out (default: the bundled demo judge)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--n", type=int, default=d.n, help=f"rollouts per pair (default {d.n})")
+    p.add_argument("--temperature", type=float, default=d.temperature, help=f"rollout temperature (default {d.temperature})")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help=f"per rollout (default {d.max_new_tokens})")
+    p.add_argument("--mix", default="4:1", help="preference:reflection ratio (default 4:1; 1:0 = preference only)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
+    p.add_argument("--batch-size", type=int, default=8, help="pairs rolled out together (default 8)")
+    p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
+    p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
+    p.set_defaults(func=cmd_build_data)
+
+
+def _register_train(sub: argparse._SubParsersAction) -> None:
+    c = TrainConfig()
+    p = sub.add_parser("train", help="train the judge with GRPO on a data snapshot",
+                       description="GRPO with TRL on a snapshot from build-data (or the store's hf export). "
+                                   "Defaults are the paper's for real models; rerunning resumes.")
+    p.add_argument("--data", type=Path, required=True, help="the dataset snapshot folder")
+    p.add_argument("--model", help="model to train (default: the bundled demo judge)")
+    p.add_argument("--output", type=Path, required=True, help="the run folder: checkpoints, final/, metrics")
+    p.add_argument("--max-steps", type=int, default=c.max_steps, help="stop after N optimizer steps (default: epochs)")
+    p.add_argument("--epochs", type=float, default=c.epochs, help=f"passes over the data (default {c.epochs:g})")
+    p.add_argument("--lr", type=float, default=c.learning_rate, help=f"learning rate (default {c.learning_rate:g})")
+    p.add_argument("--batch-size", type=int, default=c.batch_size, help=f"prompts per step (default {c.batch_size})")
+    p.add_argument("--num-generations", type=int, default=c.num_generations, help=f"group size (default {c.num_generations})")
+    p.add_argument("--per-device-batch-size", type=int, default=c.per_device_batch_size,
+                   help=f"completions per forward pass (default {c.per_device_batch_size})")
+    p.add_argument("--max-completion-length", type=int, default=c.max_completion_length,
+                   help=f"tokens per completion (default {c.max_completion_length})")
+    p.add_argument("--temperature", type=float, default=c.temperature, help=f"sampling temperature (default {c.temperature:g})")
+    p.add_argument("--beta", type=float, default=c.beta, help=f"KL coefficient (default {c.beta:g})")
+    p.add_argument("--format-reward", type=float, default=0.0, help="weight of a format reward (default 0: none)")
+    p.add_argument("--lora", action="store_true", help="train a LoRA adapter (merged into final/)")
+    p.add_argument("--lora-r", type=int, default=c.lora_r, help=f"LoRA rank (default {c.lora_r})")
+    p.add_argument("--use-vllm", action="store_true", help="generate with vLLM (GPU machines)")
+    p.add_argument("--vllm-mode", default=c.vllm_mode, choices=("colocate", "server"), help="vLLM mode")
+    p.add_argument("--device", default=c.device, help="auto, cpu or cuda (default auto)")
+    p.add_argument("--save-steps", type=int, default=c.save_steps, help=f"checkpoint every N steps (default {c.save_steps})")
+    p.add_argument("--no-gradient-checkpointing", action="store_true", help="faster for small models")
+    p.add_argument("--seed", type=int, default=c.seed, help="seed (default 0)")
+    p.add_argument("--fresh", action="store_true", help="do not resume from the run folder's last checkpoint")
+    p.add_argument("--detach", action="store_true", help="run in a background process; watch with train-status")
+    p.set_defaults(func=cmd_train)
+
+
+def _mix(text: str) -> tuple[int, int]:
+    try:
+        a, b = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise InputError(f"--mix must look like 4:1 (preference:reflection), got {text!r}") from None
+    return a, b
+
+
+def cmd_build_data(args: argparse.Namespace) -> int:
+    from reflectrm.cli import read_pairs
+    from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
+
+    config = DataConfig(n=args.n, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                        mix=_mix(args.mix), seed=args.seed)
+    if args.pairs is None and args.judgments is None and not args.extra:
+        raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
+    judgments = _read_judgments(args.judgments) if args.judgments else []
+    if args.pairs is not None:
+        from reflectrm.backends import load_backend
+
+        pairs = read_pairs(args.pairs)
+        backend = load_backend(args.model, device=args.device)
+        judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size, progress=_progress_bar())
+    extra = [e for path in args.extra for e in read_examples(path, origin=path.name)]
+    eval_pairs = read_pairs(args.eval) if args.eval else []
+    built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
+    snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
+        "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
+        "extra": [str(p) for p in args.extra]})
+    print(json.dumps({"snapshot": str(snapshot.path), "content_hash": snapshot.content_hash, "rows": snapshot.rows,
+                      "report": asdict(built.report)}, indent=2))
+    return 0
+
+
+def _read_judgments(path: Path) -> list[Any]:
+    from reflectrm.core.types import Judgment
+
+    if not path.is_file():
+        raise InputError(f"judgments file {str(path)!r} does not exist: check the path")
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(Judgment.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"{path}:{lineno}: not a judgment line ({exc}): pass `reflectrm judge --output` lines") from exc
+    return out
+
+
+def _progress_bar() -> Any:
+    from tqdm import tqdm
+
+    bar = tqdm(unit="pair", file=sys.stderr, disable=None, desc="rollouts")
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return update
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    weights = {"accuracy": 1.0, **({"format": args.format_reward} if args.format_reward else {})}
+    return TrainConfig(
+        learning_rate=args.lr, batch_size=args.batch_size, num_generations=args.num_generations,
+        temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,
+        max_completion_length=args.max_completion_length, per_device_batch_size=args.per_device_batch_size,
+        beta=args.beta, reward_weights=weights, lora=args.lora, lora_r=args.lora_r, use_vllm=args.use_vllm,
+        vllm_mode=args.vllm_mode, device=args.device, save_steps=args.save_steps,
+        gradient_checkpointing=not args.no_gradient_checkpointing, seed=args.seed,
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    config = config_from_args(args)
+    model = args.model or str(DEMO_MODEL_DIR)
+    if args.detach:
+        from reflectrm.training import jobs
+
+        has_run = jobs.RunFiles(args.output).run.exists()
+        job = (jobs.resume_run(args.output) if has_run and not args.fresh
+               else jobs.start_run(args.output, data=args.data, model=model, config=config))
+        print(f"started {job.run_dir} (pid {job.process.pid if job.process else '?'}): "
+              f"watch with `reflectrm train-status {job.run_dir}`")
+        return 0
+    return _train_foreground(args, model, config)
+
+
+def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig) -> int:
+    from reflectrm.training.grpo import train
+
+    stop = threading.Event()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        print("stopping after this step (a checkpoint is saved); Ctrl-C again to stop now", file=sys.stderr)
+        stop.set()
+
+    for s in previous:
+        signal.signal(s, request_stop)
+    watcher = threading.Thread(target=_print_progress, args=(args.output, stop), daemon=True)
+    watcher.start()
+    try:
+        result = train(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh, stop=stop)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    print(json.dumps({"state": result.state, "step": result.step,
+                      "final_model": str(result.final_model) if result.final_model else None,
+                      "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None}, indent=2))
+    if result.state == "cancelled":
+        print(f"cancelled: rerun the same command to resume from {result.last_checkpoint}", file=sys.stderr)
+    return 0
+
+
+def _print_progress(run_dir: Path, stop: threading.Event, *, every_s: float = 10.0) -> None:
+    from reflectrm.training.runs import read_progress
+
+    last = -1
+    while not stop.wait(every_s):
+        p = read_progress(run_dir, completions=0, log_chars=0)
+        if p.step != last and p.state == "running":
+            last = p.step
+            print(_progress_line(p), file=sys.stderr)
+
+
+def _progress_line(p: Any) -> str:
+    loss = f" loss {p.loss[-1][1]:.4f}" if p.loss else ""
+    reward = f" reward {p.reward[-1][1]:.3f}" if p.reward else ""
+    eta = f" eta {p.eta_s:.0f}s" if p.eta_s is not None else ""
+    return f"{p.state}: step {p.step}/{p.total_steps or '?'}{loss}{reward}{eta}"
+
+
+def cmd_train_status(args: argparse.Namespace) -> int:
+    from reflectrm.training.runs import read_progress
+
+    p = read_progress(args.run_dir)
+    if args.json:
+        d = {k: v for k, v in asdict(p).items() if k not in ("metrics",)}
+        d["run_dir"] = str(p.run_dir)
+        d["checkpoints"] = [{**asdict(c), "path": str(c.path)} for c in p.checkpoints]
+        print(json.dumps(d, default=str))
+        return 0
+    print(_progress_line(p))
+    for c in p.checkpoints:
+        print(f"  {'final' if c.final else 'checkpoint'} step {c.step}: {c.path}{' (LoRA adapter)' if c.lora else ''}")
+    if p.error:
+        print(f"  error: {p.error}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for `python -m reflectrm.training.cli` (what `accelerate launch -m` runs)."""
+    from reflectrm.errors import ReflectRMError
+
+    parser = argparse.ArgumentParser(prog="reflectrm-train")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ReflectRMError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

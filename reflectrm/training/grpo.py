@@ -1,0 +1,326 @@
+"""GRPO training of the judge with TRL (PAPER.md section 3).
+
+    result = train("data/demo-1a2b3c4d5e6f", model="Qwen/Qwen3-4B", output_dir=Path("runs/r1"), config=TrainConfig())
+
+One run, both tasks mixed (the paper's unified training): `GRPOTrainer` samples a group of
+`num_generations` completions per prompt at `temperature`, rewards each with
+`reflectrm.training.rewards` (1 when the parsed verdict matches the label) and updates the policy.
+The run folder (`reflectrm.training.runs`) gets its status, a metrics JSONL, recent completions and
+checkpoints that `reflectrm judge --model` loads; a rerun resumes from the last checkpoint; a stop
+event, a `cancel` file or SIGTERM (in a worker) ends it cleanly at the next step, with a checkpoint.
+
+Several GPUs or nodes: launch the same command under `accelerate launch` with one of the configs in
+`reflectrm/training/configs/` (see configs/README.md). Heavy imports happen inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from reflectrm.errors import ConfigError, InputError, require
+from reflectrm.training.rewards import REWARDS, completion_text
+from reflectrm.training.runs import RunFiles, list_checkpoints, now_iso, process_start
+
+log = logging.getLogger(__name__)
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainConfig:
+    """One GRPO run. Defaults are the paper's for real models (PAPER.md 3); the rest are named choices."""
+
+    learning_rate: float = 1e-6  # paper: 1e-6
+    batch_size: int = 64  # prompts per optimizer step (paper: 64); the step sees batch_size x num_generations completions
+    num_generations: int = 8  # GRPO group size per prompt (paper: N = 8 rollouts)
+    temperature: float = 1.0  # sampling temperature of the group (paper: 1.0)
+    epochs: float = 3.0  # passes over the data (paper: 3)
+    max_steps: int = -1  # > 0: stop after this many optimizer steps instead (overrides epochs)
+    max_completion_length: int = 1024  # paper: max generation length 1024 tokens
+    per_device_batch_size: int = 8  # completions per forward/backward pass; gradient accumulation makes up the rest
+    beta: float = 0.0  # KL coefficient against the reference model (paper: unstated; TRL default 0: no reference)
+    loss_type: str = "dapo"  # TRL's GRPO loss aggregation (paper: unstated; TRL 1.16 default)
+    scale_rewards: str = "group"  # advantage normalisation: "group" (GRPO), "batch" or "none"
+    reward_weights: Mapping[str, float] = (("accuracy", 1.0),)  # reward name -> weight; add ("format", w) for a format reward
+    lr_scheduler: str = "constant"  # paper: unstated; constant keeps short runs comparable
+    warmup_steps: float = 0.0  # steps (or a fraction of them when < 1)
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    lora: bool = False  # train a LoRA adapter (peft) instead of every weight; final/ holds the merged model
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: tuple[str, ...] = LORA_TARGETS
+    use_vllm: bool = False  # generate with vLLM (GPU machines; TRL's "colocate" mode shares the training GPUs)
+    vllm_mode: str = "colocate"  # "colocate", or "server" with `trl vllm-serve` on other GPUs
+    vllm_gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM may take
+    device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda"
+    bf16: bool | None = None  # None: bf16 on CUDA, fp32 on CPU
+    gradient_checkpointing: bool = True  # trade compute for memory (off for tiny models)
+    save_steps: int = 50  # checkpoint every N steps (and at the end, and on cancel)
+    save_total_limit: int | None = 3  # keep the newest N checkpoints (None: all)
+    logging_steps: int = 1  # a metrics line every N steps
+    completions_to_record: int = 4  # sampled completions kept per step for watchers
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reward_weights", dict(self.reward_weights))
+        object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
+        for name in ("batch_size", "per_device_batch_size", "max_completion_length", "save_steps", "logging_steps"):
+            _positive_int(name, getattr(self, name))
+        if not isinstance(self.num_generations, int) or self.num_generations < 2:
+            raise ConfigError(f"num_generations must be an integer >= 2 (GRPO compares a group), got {self.num_generations!r}")
+        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
+            raise ConfigError(f"learning_rate must be > 0 (paper: 1e-6), got {self.learning_rate!r}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be > 0 (GRPO samples; paper: 1.0), got {self.temperature!r}")
+        if self.max_steps <= 0 and not self.epochs > 0:
+            raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
+        unknown = sorted(set(self.reward_weights) - set(REWARDS))
+        if unknown or not self.reward_weights:
+            raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)}")
+        if self.scale_rewards not in ("group", "batch", "none"):
+            raise ConfigError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
+        if self.vllm_mode not in ("colocate", "server"):
+            raise ConfigError(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+
+    @property
+    def completions_per_step(self) -> int:
+        return self.batch_size * self.num_generations
+
+    def accumulation_steps(self, world_size: int = 1) -> int:
+        """Gradient accumulation that makes one optimizer step see `completions_per_step` completions."""
+        per_pass = self.per_device_batch_size * world_size
+        if self.completions_per_step % per_pass:
+            raise ConfigError(
+                f"batch_size x num_generations = {self.completions_per_step} completions per step is not a multiple of "
+                f"per_device_batch_size x processes = {per_pass}: change per_device_batch_size or batch_size"
+            )
+        return self.completions_per_step // per_pass
+
+    def with_(self, **changes: Any) -> TrainConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lora_target_modules"] = list(self.lora_target_modules)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown train config field {unknown[0]!r}: known fields are {', '.join(sorted(known))}")
+        return cls(**d)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    torch = require("torch", extra="train")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> Any:
+    """The TRL `GRPOConfig` for `config` (one generation batch per optimizer step)."""
+    trl = require("trl", extra="train")
+    on_cpu = resolve_device(config.device) == "cpu"
+    bf16 = (not on_cpu) if config.bf16 is None else config.bf16
+    return trl.GRPOConfig(
+        output_dir=str(output_dir),
+        model_init_kwargs={"dtype": "bfloat16" if bf16 else "float32"},  # TRL loads the policy (and vLLM's copy)
+        learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.per_device_batch_size,
+        gradient_accumulation_steps=config.accumulation_steps(world_size),
+        num_generations=config.num_generations,
+        temperature=config.temperature,
+        top_k=0, top_p=1.0,  # plain sampling, as the paper's rollouts
+        max_completion_length=config.max_completion_length,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps,
+        beta=config.beta,
+        loss_type=config.loss_type,
+        scale_rewards=config.scale_rewards,
+        reward_weights=list(config.reward_weights.values()),
+        lr_scheduler_type=config.lr_scheduler,
+        warmup_steps=config.warmup_steps,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        use_vllm=config.use_vllm,
+        vllm_mode=config.vllm_mode,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        use_cpu=on_cpu,
+        bf16=bf16,
+        gradient_checkpointing=config.gradient_checkpointing,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=config.save_total_limit,
+        logging_steps=config.logging_steps,
+        report_to="none",
+        disable_tqdm=True,
+        log_completions=False,
+        remove_unused_columns=False,  # the reward functions read the label and task columns
+        seed=config.seed,
+        data_seed=config.seed,
+    )
+
+
+def lora_config(config: TrainConfig) -> Any:
+    peft = require("peft", extra="train")
+    return peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                           target_modules=list(config.lora_target_modules), task_type="CAUSAL_LM")
+
+
+def load_tokenizer(model: str) -> Any:
+    transformers = require("transformers", extra="train")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+    tokenizer.padding_side = "left"  # not persisted by transformers 5; generation needs left padding
+    if tokenizer.chat_template is None:
+        raise InputError(f"model {model!r} has no chat template: the judge prompts are chat messages")
+    return tokenizer
+
+
+def check_model(model: str) -> None:
+    """Fail early, with the fix, on a model path that does not exist (a Hub id is left to the loader)."""
+    if not Path(model).expanduser().is_dir() and (model.startswith((".", "/", "~")) or model.count("/") > 1):
+        raise InputError(f"model path {model!r} does not exist: pass --model a saved model folder or a Hugging Face id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainResult:
+    """How a run ended.
+
+    Attributes:
+        state: "completed" or "cancelled".
+        step: optimizer steps done (over every start of the run).
+        final_model: the exported model folder (completed runs), else None.
+        last_checkpoint: the newest checkpoint folder, if any.
+        metrics: the trainer's closing metrics (runtime, mean loss, ...).
+    """
+
+    state: str
+    step: int
+    final_model: Path | None
+    last_checkpoint: Path | None
+    metrics: Mapping[str, float]
+
+
+def train(
+    data: str | Path,
+    *,
+    model: str,
+    output_dir: str | Path,
+    config: TrainConfig,
+    resume: bool = True,
+    stop: threading.Event | None = None,
+) -> TrainResult:
+    """Run GRPO on a dataset snapshot; resumes from the run's last checkpoint when `resume`.
+
+    The run folder records status, metrics and completions as it goes; a failure is recorded as
+    `failed` with its error before the exception propagates.
+    """
+    files = RunFiles(Path(output_dir))
+    files.root.mkdir(parents=True, exist_ok=True)
+    files.cancel.unlink(missing_ok=True)
+    files.update_status(state="starting", pid=os.getpid(), pid_start=process_start(os.getpid()), error="",
+                        finished_at=None, finished_unix=None)
+    try:
+        result = _train(data, model=model, files=files, config=config, resume=resume, stop=stop or threading.Event())
+    except BaseException as exc:
+        state = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
+        files.update_status(state=state, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
+                            finished_unix=_now())
+        raise
+    files.update_status(state=result.state, step=result.step, finished_at=now_iso(), finished_unix=_now(),
+                        final_model=str(result.final_model) if result.final_model else None)
+    return result
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig, resume: bool,
+           stop: threading.Event) -> TrainResult:
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    from reflectrm.training.callbacks import RunCallback
+    from reflectrm.training.data import load_snapshot
+
+    check_model(model)
+    dataset = load_snapshot(data)
+    tokenizer = load_tokenizer(model)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    args = grpo_args(config, files.root, world_size=world_size)
+    checkpoint = get_last_checkpoint(str(files.root)) if resume else None
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[_recording(REWARDS[name], files, config, record=i == 0)
+                      for i, name in enumerate(config.reward_weights)],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(config) if config.lora else None,
+        callbacks=[RunCallback(files, stop)],
+    )
+    log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
+    output = trainer.train(resume_from_checkpoint=checkpoint)
+    step = trainer.state.global_step
+    cancelled = stop.is_set() or files.cancel.exists()
+    final = None if cancelled else export_final(trainer, tokenizer, files.final, meta={
+        "base_model": model, "data": str(data), "config": config.to_dict(), "step": step})
+    checkpoints = [c for c in list_checkpoints(files.root) if not c.final]
+    return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
+                       last_checkpoint=checkpoints[-1].path if checkpoints else None, metrics=dict(output.metrics))
+
+
+def export_final(trainer: Any, tokenizer: Any, where: Path, *, meta: Mapping[str, Any]) -> Path | None:
+    """Save the trained model (a LoRA adapter merged into it) and tokenizer where `judge --model` loads them."""
+    if not trainer.accelerator.is_main_process:
+        return None
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_and_unload"):  # a peft model
+        model = model.merge_and_unload()
+    where.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(where)
+    tokenizer.save_pretrained(where)
+    (where / "training_card.json").write_text(json.dumps(dict(meta), indent=2, default=str) + "\n", encoding="utf-8")
+    return where
+
+
+def _recording(reward: Any, files: RunFiles, config: TrainConfig, *, record: bool) -> Any:
+    """`reward`, also appending the first few completions of each call to the run's completions.jsonl."""
+    main_process = int(os.environ.get("RANK", "0")) == 0 and record
+
+    def recorded(completions: Any, label: Any = None, task: Any = None, **kwargs: Any) -> list[float]:
+        values = reward(completions=completions, label=label, task=task, **kwargs)
+        state = kwargs.get("trainer_state")
+        if main_process and config.completions_to_record:
+            for i in range(min(config.completions_to_record, len(completions))):
+                files.append(files.completions, {
+                    "step": (state.global_step + 1) if state is not None else None, "reward_fn": reward.__name__,
+                    "task": task[i] if task else None, "label": label[i] if label else None,
+                    "reward": values[i], "text": completion_text(completions[i])})
+        return values
+
+    recorded.__name__ = reward.__name__  # TRL names the metric after the function: rewards/accuracy_reward/mean
+    return recorded

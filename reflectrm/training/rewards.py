@@ -1,0 +1,68 @@
+"""GRPO reward functions in TRL's calling convention (PAPER.md 3, open point 10.1).
+
+TRL calls every reward function with keyword arguments: `prompts`, `completions`,
+`completion_ids`, one list per extra dataset column (here `label` and `task`) and a few
+trainer hooks, and expects one float per completion back. A completion is a string, or, for a
+conversational dataset, a list of messages ending in the assistant's turn.
+
+The paper does not give its reward; the rule-based outcome reward of the RM-R1 / J1 line is the
+plain reading: 1 when the parsed `<Result>` names the labelled candidate, 0 otherwise, an
+unparseable output included. The same function scores both tasks: `task` says whether the verdict
+names a Response (Eq. 2) or a Critique (Eq. 3). Pure standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reflectrm.core.parsing import parse_output
+from reflectrm.core.prompts import Task
+from reflectrm.core.types import ParseStatus
+
+Completion = str | Sequence[Mapping[str, Any]]
+
+
+def completion_text(completion: Completion) -> str:
+    """The generated text of one completion: the string, or the content of its last message."""
+    if isinstance(completion, str):
+        return completion
+    if not completion:
+        return ""
+    content = completion[-1].get("content", "")
+    return content if isinstance(content, str) else ""
+
+
+def _task(value: Any) -> Task:
+    # A bad task would silently score every completion 0; say which value is wrong instead.
+    try:
+        return Task(value)
+    except ValueError:
+        raise ValueError(f"task must be 'response' or 'analysis', got {value!r}: fix the dataset's task column") from None
+
+
+def accuracy_reward(
+    completions: Sequence[Completion], label: Sequence[int], task: Sequence[str], **kwargs: Any
+) -> list[float]:
+    """1.0 when the parsed verdict names the labelled candidate, else 0.0 (unparseable: 0.0)."""
+    rewards = []
+    for completion, want, kind in zip(completions, label, task, strict=True):
+        parsed = parse_output(completion_text(completion), task=_task(kind))
+        rewards.append(1.0 if parsed.choice is not None and parsed.choice == int(want) else 0.0)
+    return rewards
+
+
+def format_reward(completions: Sequence[Completion], task: Sequence[str], **kwargs: Any) -> list[float]:
+    """1.0 for a well-formed `<Analysis>` and `<Result>` naming one candidate, else 0.0.
+
+    A verdict the parser had to repair (a missing tag, a bare "Response 2") earns nothing: the
+    point of this reward is the exact format the two-stage pipeline parses best.
+    """
+    return [
+        1.0 if parse_output(completion_text(c), task=_task(kind)).status is ParseStatus.OK else 0.0
+        for c, kind in zip(completions, task, strict=True)
+    ]
+
+
+REWARDS = {"accuracy": accuracy_reward, "format": format_reward}
+"""Reward functions by the name `TrainConfig.reward_weights` uses."""

@@ -1,0 +1,274 @@
+"""A training run's folder: what the trainer writes and what a watcher (CLI, app) reads.
+
+    RUN_DIR/
+      run.json            what to train: data, model, TrainConfig (written before start)
+      status.json         state, pid, step / total, times, error (rewritten atomically)
+      metrics.jsonl       one line per logged step: loss, reward, learning rate, ... (append-only)
+      completions.jsonl   recent sampled completions with their reward (append-only)
+      train.log           the worker's stdout and stderr (detached runs)
+      cancel              present = a cancel was asked for; the trainer stops at the next step
+      checkpoint-N/       trainer checkpoints (model + tokenizer + optimizer state): resumable and
+                          loadable by `reflectrm judge --model` (LoRA ones hold the adapter)
+      final/              the finished model (LoRA merged), loadable by `reflectrm judge --model`
+
+Only the standard library: the app reads progress without importing torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+STATES = ("starting", "running", "completed", "cancelled", "failed", "interrupted")
+"""`interrupted`: the status says starting/running but its process is gone (killed, machine restarted)."""
+FINISHED = ("completed", "cancelled", "failed", "interrupted")
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFiles:
+    """The paths of one run folder, and the small writes the trainer makes to it."""
+
+    root: Path
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def status(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def completions(self) -> Path:
+        return self.root / "completions.jsonl"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "train.log"
+
+    @property
+    def cancel(self) -> Path:
+        return self.root / "cancel"
+
+    @property
+    def final(self) -> Path:
+        return self.root / "final"
+
+    def read_status(self) -> dict[str, Any]:
+        return _read_json(self.status)
+
+    def update_status(self, **changes: Any) -> dict[str, Any]:
+        """Merge `changes` into status.json (written to a temporary file, then renamed: never torn)."""
+        status = {**self.read_status(), **changes, "updated_at": now_iso()}
+        _write_json(self.status, status)
+        return status
+
+    def append(self, path: Path, row: Mapping[str, Any]) -> None:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False, default=_finite) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    return float(value) if hasattr(value, "__float__") else str(value)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path, *, last: int | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSONL file that may be mid-write: a torn last line is skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    rows = []
+    for line in lines[-last:] if last else lines:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (Linux); None where /proc is absent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the parenthesised command name
+
+
+def pid_alive(pid: int | None, started: str | None = None) -> bool:
+    """Whether process `pid` still runs; with `started` (from `process_start`), also that it is the same one.
+
+    The start time guards against a recycled pid after a reboot or a long time. A zombie counts as
+    alive until its parent reaps it (`TrainJob` does).
+    """
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return started is None or process_start(int(pid)) in (None, started)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """A saved checkpoint: `reflectrm judge --model PATH` loads it; training resumes from the last one."""
+
+    path: Path
+    step: int
+    lora: bool  # holds a LoRA adapter (loads with peft installed and the base model at its recorded path)
+    final: bool = False
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Checkpoint]:
+    """The run's checkpoints by step, then its final model if it has one."""
+    root = Path(run_dir)
+    found = []
+    for p in root.glob("checkpoint-*"):
+        m = _CHECKPOINT.match(p.name)
+        if m and p.is_dir() and ((p / "config.json").exists() or (p / "adapter_config.json").exists()):
+            found.append(Checkpoint(path=p, step=int(m.group(1)), lora=(p / "adapter_config.json").exists()))
+    found.sort(key=lambda c: c.step)
+    final = root / "final"
+    if (final / "config.json").exists():
+        step = int(RunFiles(root).read_status().get("step") or (found[-1].step if found else 0))
+        found.append(Checkpoint(path=final, step=step, lora=False, final=True))
+    return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunProgress:
+    """Everything a watcher shows about a run, read from its folder.
+
+    Attributes:
+        run_dir: the run folder.
+        state: one of STATES.
+        step: optimizer steps done.
+        total_steps: steps the run will take (None until the trainer has started).
+        elapsed_s: seconds since this (re)start.
+        eta_s: estimated seconds left (None until a step of this start has finished).
+        loss: (step, loss) points.
+        reward: (step, mean reward) points.
+        metrics: every logged row (loss, reward, reward_std, learning_rate, completions/mean_length, ...).
+        completions: the most recent sampled completions: step, task, label, reward, text.
+        log_tail: the end of the worker's log.
+        error: why a failed run failed.
+        checkpoints: saved checkpoints, then the final model.
+        pid: the training process.
+    """
+
+    run_dir: Path
+    state: str
+    step: int = 0
+    total_steps: int | None = None
+    elapsed_s: float = 0.0
+    eta_s: float | None = None
+    loss: tuple[tuple[int, float], ...] = ()
+    reward: tuple[tuple[int, float], ...] = ()
+    metrics: tuple[dict[str, Any], ...] = ()
+    completions: tuple[dict[str, Any], ...] = ()
+    log_tail: str = ""
+    error: str = ""
+    checkpoints: tuple[Checkpoint, ...] = field(default_factory=tuple)
+    pid: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+
+def read_progress(run_dir: str | Path, *, completions: int = 16, log_chars: int = 4000) -> RunProgress:
+    """A run's progress from its files (cheap: call it every second)."""
+    files = RunFiles(Path(run_dir))
+    status = files.read_status()
+    state = status.get("state", "starting" if files.run.exists() else "interrupted")
+    if state in ("starting", "running") and not pid_alive(status.get("pid"), status.get("pid_start")):
+        state = "interrupted"
+    metrics = _last_per_step(read_jsonl(files.metrics))
+    return RunProgress(
+        run_dir=files.root, state=state, step=int(status.get("step") or 0), total_steps=status.get("total_steps"),
+        elapsed_s=_elapsed(status, state), eta_s=_eta(status, state),
+        loss=_curve(metrics, "loss"), reward=_curve(metrics, "reward"), metrics=tuple(metrics),
+        completions=tuple(read_jsonl(files.completions, last=completions)), log_tail=_tail(files.log, log_chars),
+        error=str(status.get("error") or ""), checkpoints=tuple(list_checkpoints(files.root)), pid=status.get("pid"),
+    )
+
+
+def _last_per_step(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # A resumed run logs again from its checkpoint's step: the later line for a step wins.
+    by_step: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if "step" in row:
+            by_step[int(row["step"])] = row
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _curve(rows: list[dict[str, Any]], key: str) -> tuple[tuple[int, float], ...]:
+    return tuple((int(r["step"]), float(r[key])) for r in rows
+                 if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]))
+
+
+def _elapsed(status: Mapping[str, Any], state: str) -> float:
+    started = status.get("started_unix")
+    if not started:
+        return 0.0
+    end = status.get("finished_unix") or (time.time() if state in ("starting", "running") else status.get("updated_unix"))
+    return max(0.0, float(end or started) - float(started))
+
+
+def _eta(status: Mapping[str, Any], state: str) -> float | None:
+    # From this start's pace only: a resumed run's earlier steps took no time in this process.
+    if state != "running":
+        return 0.0 if state == "completed" else None
+    done = int(status.get("step") or 0) - int(status.get("first_step") or 0)
+    total, pace_since = status.get("total_steps"), status.get("pace_since_unix")
+    if not total or done <= 0 or not pace_since:
+        return None
+    per_step = (float(status.get("step_unix") or time.time()) - float(pace_since)) / done
+    return max(0.0, (int(total) - int(status["step"])) * per_step)
+
+
+def _tail(path: Path, chars: int) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - chars))
+            return fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

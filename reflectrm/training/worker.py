@@ -1,0 +1,55 @@
+"""The training worker: `python -m reflectrm.training.worker RUN_DIR [--resume]` (started by `jobs`).
+
+Reads RUN_DIR/run.json, trains, and records the outcome in RUN_DIR/status.json. SIGTERM (or the
+run's `cancel` file) stops it at the next step boundary with a checkpoint; exit codes: 0 completed
+or cancelled, 1 failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from reflectrm.training.runs import RunFiles, now_iso
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    files = RunFiles(args.run_dir)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        from reflectrm.training.grpo import TrainConfig, train
+        from reflectrm.training.jobs import run_spec
+
+        spec = run_spec(files.root)
+        config = TrainConfig.from_dict(spec["config"])
+        if stop.is_set() or files.cancel.exists():  # cancelled while starting up
+            files.update_status(state="cancelled", finished_at=now_iso(), finished_unix=time.time())
+            return 0
+        result = train(spec["data"], model=spec["model"], output_dir=files.root, config=config,
+                       resume=args.resume, stop=stop)
+    except Exception as exc:  # recorded for the watcher, then reported on the log
+        status = files.read_status()
+        if status.get("state") != "failed":  # a failure before train() started recording
+            files.update_status(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
+                                finished_unix=time.time())
+        traceback.print_exc()
+        return 1
+    logging.getLogger(__name__).info("run %s: %s at step %d", files.root, result.state, result.step)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

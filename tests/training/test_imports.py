@@ -1,0 +1,29 @@
+"""The training package keeps the library's import rules: nothing heavy at import, no store or app."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_architecture import HEAVY, ROOT, _imports
+
+
+def test_importing_training_loads_no_heavy_module():
+    code = (
+        "import sys, json, reflectrm.training, reflectrm.training.cli, reflectrm.training.jobs, "
+        "reflectrm.training.worker, reflectrm.training.data, reflectrm.training.grpo, reflectrm.training.rewards;"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert json.loads(out.stdout) == []
+
+
+def test_rewards_and_runs_use_the_standard_library_and_the_core_only():
+    # The reward functions run inside TRL's loop and the run files are read by the app: keep both light.
+    for name in ("rewards.py", "runs.py"):
+        path = Path(ROOT / "reflectrm" / "training" / name)
+        bad = [n for n in _imports(path) if n.split(".")[0] not in sys.stdlib_module_names
+               and not n.startswith(("reflectrm.core", "reflectrm.errors", "reflectrm.training.rewards", "__future__"))]
+        assert bad == [], name

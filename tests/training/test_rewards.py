@@ -1,0 +1,71 @@
+"""Reward functions in TRL's calling convention: a table of outputs, hostile ones included."""
+
+from __future__ import annotations
+
+import pytest
+
+from reflectrm.training.rewards import accuracy_reward, completion_text, format_reward
+
+R1 = "<Analysis>1 + 1 = 2, so Response 1 is right.</Analysis>\n<Result>Response 1 is better than Response 2</Result>"
+C2 = "<Analysis>Critique 2 computes correctly.</Analysis>\n<Result>Critique 2 is better than Critique 1</Result>"
+
+# (completion, label, task, accuracy, format)
+CASES = [
+    pytest.param(R1, 1, "response", 1.0, 1.0, id="right-verdict"),
+    pytest.param(R1, 2, "response", 0.0, 1.0, id="wrong-verdict-well-formed"),
+    # trap: a conversational completion is a list of messages, not a string
+    pytest.param([{"role": "assistant", "content": R1}], 1, "response", 1.0, 1.0, id="conversational"),
+    pytest.param(C2, 2, "analysis", 1.0, 1.0, id="reflection-right"),
+    pytest.param(C2, 1, "analysis", 0.0, 1.0, id="reflection-wrong"),
+    # trap: the noun must match the task; a reflection verdict naming Responses names no critique
+    pytest.param(R1, 1, "analysis", 0.0, 0.0, id="response-verdict-on-reflection-task"),
+    pytest.param(C2, 2, "response", 0.0, 0.0, id="critique-verdict-on-response-task"),
+    # trap: "worse than" names the other candidate
+    pytest.param("<Analysis>a</Analysis><Result>Response 1 is worse than Response 2</Result>", 2, "response",
+                 1.0, 1.0, id="worse-than"),
+    # trap: a repaired verdict (no closing tag) still counts for accuracy, not for format
+    pytest.param("<Analysis>a</Analysis><Result>Response 2 is better than Response 1", 2, "response",
+                 1.0, 0.0, id="repaired-missing-close-tag"),
+    # trap: two results that disagree must not be scored as either
+    pytest.param("<Analysis>a</Analysis><Result>Response 1 is better than Response 2</Result>"
+                 "<Result>Response 2 is better than Response 1</Result>", 1, "response", 0.0, 0.0, id="contradiction"),
+    pytest.param("<Analysis>I cannot decide.</Analysis>", 1, "response", 0.0, 0.0, id="no-result"),
+    pytest.param("", 1, "response", 0.0, 0.0, id="empty"),
+    pytest.param([], 1, "response", 0.0, 0.0, id="empty-message-list"),
+    pytest.param("<Result>Response 3 is better than Response 1</Result>", 1, "response", 0.0, 0.0, id="bad-index"),
+    pytest.param("<Analysis>" + "x" * 100_000, 1, "response", 0.0, 0.0, id="runaway-analysis"),
+]
+
+
+@pytest.mark.parametrize(("completion", "label", "task", "accuracy", "fmt"), CASES)
+def test_reward_table(completion, label, task, accuracy, fmt):
+    assert accuracy_reward(completions=[completion], label=[label], task=[task]) == [accuracy]
+    assert format_reward(completions=[completion], task=[task]) == [fmt]
+
+
+def test_called_as_trl_calls_it_one_reward_per_completion():
+    # TRL passes prompts, completion_ids, every extra column and trainer hooks as keywords.
+    rewards = accuracy_reward(
+        prompts=[[{"role": "user", "content": "q"}]] * 3,
+        completions=[R1, R1, "garbage"],
+        completion_ids=[[1], [2], [3]],
+        label=[1, 2, 1],
+        task=["response"] * 3,
+        pair_id=["a", "b", "c"],
+        trainer_state=None,
+    )
+    assert rewards == [1.0, 0.0, 0.0]
+
+
+def test_a_bad_task_column_is_an_error_not_a_silent_zero():
+    with pytest.raises(ValueError, match="task must be 'response' or 'analysis'"):
+        accuracy_reward(completions=[R1], label=[1], task=["Response"])
+
+
+def test_mismatched_columns_are_an_error():
+    with pytest.raises(ValueError):
+        accuracy_reward(completions=[R1, R1], label=[1], task=["response", "response"])
+
+
+def test_completion_text_takes_the_last_message():
+    assert completion_text([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]) == "b"

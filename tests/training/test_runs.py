@@ -1,0 +1,154 @@
+"""Run folders read by watchers, and TrainConfig: pure tests (no training)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from reflectrm.errors import ConfigError, InputError
+from reflectrm.training import jobs
+from reflectrm.training.grpo import TrainConfig, grpo_args
+from reflectrm.training.runs import RunFiles, list_checkpoints, pid_alive, process_start, read_jsonl, read_progress
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def write_run(root, *, state="running", pid=None, **status):
+    files = RunFiles(root)
+    root.mkdir(parents=True, exist_ok=True)
+    files.run.write_text("{}")
+    files.update_status(state=state, pid=os.getpid() if pid is None else pid, **status)
+    return files
+
+
+def test_progress_reads_curves_eta_and_recent_completions(tmp_path):
+    now = time.time()
+    files = write_run(tmp_path / "r", step=4, total_steps=10, first_step=2, started_unix=now - 50,
+                      pace_since_unix=now - 20, step_unix=now)
+    for step, loss, reward in [(1, 0.5, 0.1), (2, 0.4, 0.2), (3, 0.3, 0.4), (4, 0.2, 0.5)]:
+        files.append(files.metrics, {"step": step, "loss": loss, "reward": reward})
+    files.append(files.metrics, {"step": 2, "loss": 0.45, "reward": 0.25})  # a resumed run logs step 2 again
+    for i in range(30):
+        files.append(files.completions, {"step": 4, "text": f"c{i}", "reward": 1.0})
+    files.log.write_text("x" * 10_000 + "the end")
+    with files.metrics.open("a") as fh:
+        fh.write('{"step": 5, "loss"')  # torn: being written right now
+    p = read_progress(files.root, completions=5, log_chars=100)
+    assert p.state == "running" and (p.step, p.total_steps) == (4, 10)
+    assert p.loss == ((1, 0.5), (2, 0.45), (3, 0.3), (4, 0.2))
+    assert p.reward[-1] == (4, 0.5)
+    assert p.eta_s == pytest.approx(6 * 10.0, rel=0.01)  # 2 steps in 20 s since the pace mark, 6 left
+    assert [c["text"] for c in p.completions] == [f"c{i}" for i in range(25, 30)]
+    assert p.log_tail.endswith("the end") and len(p.log_tail) == 100
+    assert p.fraction == 0.4 and not p.finished
+
+
+def test_a_running_status_whose_process_is_gone_reads_interrupted(tmp_path):
+    files = write_run(tmp_path / "r", pid=dead_pid(), step=3)
+    assert read_progress(files.root).state == "interrupted"
+    assert files.read_status()["state"] == "running"  # reading changes nothing
+    assert jobs.reconcile(files.root) == "interrupted"
+    assert files.read_status()["state"] == "interrupted"
+    assert jobs.reconcile(files.root) == "interrupted"
+
+
+def test_a_recycled_pid_is_not_the_run(tmp_path):
+    # trap: after a reboot the run's pid may belong to another process; its start time tells them apart
+    files = write_run(tmp_path / "r", pid=os.getpid(), pid_start="1")
+    if process_start(os.getpid()) is None:
+        pytest.skip("no /proc on this system")
+    assert not pid_alive(os.getpid(), "1")
+    assert pid_alive(os.getpid(), process_start(os.getpid()))
+    assert read_progress(files.root).state == "interrupted"
+
+
+def test_checkpoints_are_listed_by_step_then_final(tmp_path):
+    root = tmp_path / "r"
+    for step, marker in [(10, "config.json"), (2, "config.json"), (5, "adapter_config.json")]:
+        (root / f"checkpoint-{step}").mkdir(parents=True)
+        (root / f"checkpoint-{step}" / marker).write_text("{}")
+    (root / "checkpoint-7").mkdir()  # being written: no weights yet
+    (root / "checkpoint-x").mkdir()
+    (root / "final").mkdir()
+    (root / "final" / "config.json").write_text("{}")
+    RunFiles(root).update_status(step=12)
+    found = list_checkpoints(root)
+    assert [(c.step, c.lora, c.final) for c in found] == [(2, False, False), (5, True, False), (10, False, False),
+                                                          (12, False, True)]
+
+
+def test_read_jsonl_of_a_missing_file_is_empty(tmp_path):
+    assert read_jsonl(tmp_path / "none.jsonl") == []
+
+
+def test_start_run_refuses_a_folder_with_a_run_and_a_missing_dataset(tmp_path):
+    write_run(tmp_path / "r", state="completed")
+    (tmp_path / "data").mkdir()
+    with pytest.raises(InputError, match="already holds a run"):
+        jobs.start_run(tmp_path / "r", data=tmp_path / "data", model="m", config=TrainConfig())
+    with pytest.raises(InputError, match="does not exist"):
+        jobs.start_run(tmp_path / "new", data=tmp_path / "nothing", model="m", config=TrainConfig())
+    with pytest.raises(InputError, match="has completed"):
+        jobs.resume_run(tmp_path / "r")
+    with pytest.raises(InputError, match="no run to resume"):
+        jobs.resume_run(tmp_path / "new")
+
+
+def test_cancelling_a_run_whose_process_is_gone_marks_it_cancelled(tmp_path):
+    files = write_run(tmp_path / "r", pid=dead_pid())
+    jobs.cancel_run(files.root)
+    assert files.cancel.exists() and files.read_status()["state"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param({"num_generations": 1}, "num_generations must be an integer >= 2", id="group-of-one"),
+        pytest.param({"learning_rate": 0.0}, "learning_rate must be > 0", id="lr"),
+        pytest.param({"batch_size": 0}, "batch_size must be a positive integer", id="batch"),
+        pytest.param({"temperature": 0.0}, "temperature must be > 0", id="greedy-group"),
+        pytest.param({"reward_weights": {"accuracy": 1.0, "lenght": 0.1}}, "reward_weights names", id="typo-reward"),
+        pytest.param({"reward_weights": {}}, "reward_weights names", id="no-reward"),
+        pytest.param({"scale_rewards": "yes"}, "scale_rewards", id="scale"),
+        pytest.param({"device": "tpu"}, "device must be", id="device"),
+        pytest.param({"epochs": 0, "max_steps": -1}, "epochs must be > 0", id="no-length"),
+    ],
+)
+def test_train_config_validation(change, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**change)
+
+
+def test_train_config_defaults_are_the_papers_and_round_trip():
+    c = TrainConfig()
+    assert (c.learning_rate, c.batch_size, c.epochs, c.max_completion_length, c.num_generations, c.temperature) == (
+        1e-6, 64, 3.0, 1024, 8, 1.0)
+    assert c.completions_per_step == 512 and c.accumulation_steps(1) == 64 and c.accumulation_steps(8) == 8
+    assert TrainConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    with pytest.raises(ConfigError, match="unknown train config field 'lr'"):
+        TrainConfig.from_dict({"lr": 1})
+
+
+def test_a_batch_that_does_not_split_over_devices_says_what_to_change():
+    with pytest.raises(ConfigError, match="change per_device_batch_size or batch_size"):
+        TrainConfig(batch_size=3, num_generations=2, per_device_batch_size=4).accumulation_steps(1)
+
+
+def test_grpo_args_map_the_config():
+    args = grpo_args(
+        TrainConfig(batch_size=4, num_generations=4, per_device_batch_size=8, device="cpu",
+                    reward_weights={"accuracy": 1.0, "format": 0.2}), "/tmp/unused")
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 2)
+    assert args.generation_batch_size == 16 and args.num_generations == 4
+    assert args.use_cpu and not args.bf16 and args.report_to == []
+    assert args.reward_weights == [1.0, 0.2] and args.remove_unused_columns is False
+    assert (args.top_k, args.top_p, args.temperature) == (0, 1.0, 1.0)
