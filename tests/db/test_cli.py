@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,10 +142,9 @@ def test_judge_with_db_stores_what_it_prints(
 
 def test_building_the_parser_loads_no_database_library() -> None:
     # `reflectrm --help` and `reflectrm judge` should not pay for SQLAlchemy or pyarrow.
-    import subprocess
-    import sys
-
-    code = "import sys, app.cli; app.cli.build_parser(); print([m for m in ('sqlalchemy', 'pyarrow') if m in sys.modules])"
+    code = (
+        "import sys, app.cli; app.cli.build_parser(); print([m for m in ('sqlalchemy', 'pyarrow') if m in sys.modules])"
+    )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"

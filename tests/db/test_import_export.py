@@ -124,16 +124,20 @@ def test_messages_column_as_json_text_in_csv(tmp_path: Path) -> None:
     assert messages_to_dicts(pair.conversation) == messages
 
 
-@pytest.fixture
-def corrected_store(store: JudgmentStore) -> JudgmentStore:
-    """A store with two corrected judgments: 2 preference examples and 4 + 2 reflection pairs."""
+def _add_corrections(store: JudgmentStore) -> JudgmentStore:
+    """Two corrected judgments: 2 preference examples and 4 + 2 reflection pairs."""
     # eight samples cycle through four texts: repeated texts count once, so 2 x 2 distinct pairs
     outputs = [response_output(1, "x1"), response_output(2, "x2"), response_output(1, "x3"), response_output(2, "x4")]
-    pairs = make_pairs(2)
-    ids = store.record([judge(p, scripted_rollouts(outputs)) for p in pairs], swapped=False)
+    ids = store.record([judge(p, scripted_rollouts(outputs)) for p in make_pairs(2)], swapped=False)
     store.correct(ids[0], verdict=1, author="ana", seed=1)  # right {x1, x3} x wrong {x2, x4}: 4 pairs
     store.correct(ids[1], verdict=2, author="ana", seed=2, max_pairs=2)
     return store
+
+
+@pytest.fixture
+def corrected_store(store: JudgmentStore) -> JudgmentStore:
+    """A store (on each backend) with two corrected judgments: 2 preference examples, 6 reflection pairs."""
+    return _add_corrections(store)
 
 
 def test_hf_export_loads_with_datasets_in_trl_conversational_format(
@@ -325,3 +329,34 @@ def test_preference_examples_parquet_carries_pair_ids_labels_and_states(
     corrected_store.export("preference-examples", fmt="parquet", out=tmp_path / "p.parquet")
     rows = pq.read_table(tmp_path / "p.parquet").to_pylist()
     assert [(r["id"], r["label"], r["state"]) for r in rows] == [("p-0", 1, "active"), ("p-1", 2, "active")]
+
+
+@pytest.mark.slow
+def test_the_hf_export_trains_a_grpo_step_without_conversion(sqlite_url: str, tmp_path: Path) -> None:
+    from datasets import load_from_disk
+
+    from reflectrm.core.parsing import parse_output
+    from reflectrm.core.prompts import Task
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    if not (DEMO_MODEL_DIR / "config.json").is_file():
+        pytest.skip("the demo judge is not built: python -m reflectrm.demo.build")
+    from trl import GRPOConfig, GRPOTrainer
+
+    with JudgmentStore.open(sqlite_url) as store:  # the export is the same on either database
+        _add_corrections(store).export("training", fmt="hf", out=tmp_path / "train")
+    seen: list[tuple[int, str]] = []
+
+    def reward(prompts: list, completions: list, label: list[int], task: list[str], **_: object) -> list[float]:
+        seen.extend(zip(label, task))
+        choices = [parse_output(c[0]["content"], task=Task(t)).choice for c, t in zip(completions, task)]
+        return [float(c == y) for c, y in zip(choices, label)]
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
+        max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+    )  # fmt: skip
+    trainer = GRPOTrainer(model=str(DEMO_MODEL_DIR), reward_funcs=[reward], args=args,
+                          train_dataset=load_from_disk(str(tmp_path / "train")))  # fmt: skip
+    trainer.train()
+    assert seen and all(y in (1, 2) and t in ("response", "analysis") for y, t in seen)
