@@ -1,0 +1,52 @@
+"""`reflectrm app`: serve the inspection app (a thin shell over `app.ui` and `app.services`).
+
+    reflectrm app                                   # the demo judge, ./reflectrm.db, http://127.0.0.1:7860
+    reflectrm app --port 8080 --db sqlite:///judgments.db --model /models/my-judge
+
+Options override the environment settings (`REFLECTRM_*`, see `app.settings.AppSettings`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `app` to the `reflectrm` parser."""
+    p = sub.add_parser("app", help="serve the inspection app in the browser",
+                       description="Judge, audit positional bias, review and correct, curate: a Gradio app.")
+    p.add_argument("--host", help="interface to bind (default 127.0.0.1; $REFLECTRM_HOST)")
+    p.add_argument("--port", type=int, help="port (default 7860; $REFLECTRM_PORT)")
+    p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
+    p.add_argument("--backend", help="generation backend (default transformers)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    p.add_argument("--db", help="database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)")
+    p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
+                   help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
+    p.set_defaults(func=cmd_app)
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    for name, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_OFFLINE", "1"),
+                        ("HF_HUB_DISABLE_TELEMETRY", "1")):
+        os.environ.setdefault(name, value)  # before gradio is imported: no outbound connection at start
+    from app.settings import load_settings
+
+    settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
+                             device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens)
+    from app.services import AppServices
+    from app.ui import build_app, launch_options
+
+    services = AppServices.start(settings)
+    demo = build_app(services)
+    demo.queue(default_concurrency_limit=4)
+    print(f"ReflectRM app on http://{settings.host}:{settings.port} (database {services.store.engine.url!r})",
+          file=sys.stderr, flush=True)
+    try:
+        demo.launch(server_name=settings.host, server_port=settings.port, auth=settings.credentials() or None,
+                    quiet=True, **launch_options())
+    finally:
+        services.close()
+    return 0

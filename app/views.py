@@ -1,0 +1,327 @@
+"""How the app shows values: pure functions from `reflectrm` / `db` / service records to HTML and tables.
+
+Every piece of model or user text that goes into HTML passes through `esc`: it is shown, never
+rendered or run. Tables (pandas DataFrames for `gr.Dataframe` / plots) carry plain strings, which
+the components display as text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from app.services import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem
+from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord
+from reflectrm.core.types import Judgment, Reflection, Rollout
+
+_TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
+
+
+def esc(text: object) -> str:
+    """Text made inert in HTML: markup escaped, and template syntax (`${}`, `{{ }}`) neutralised too,
+    since `gr.HTML` fills its value into a JS/Handlebars template."""
+    return html.escape(str(text), quote=True).translate(_TEMPLATE_CHARS)
+
+
+def verdict_text(verdict: int | None, *, abstain_reason: str = "") -> str:
+    if verdict is None:
+        return f"ABSTAIN ({abstain_reason})" if abstain_reason else "ABSTAIN"
+    return f"Response {verdict} is better than Response {3 - verdict}"
+
+
+def _conf(x: float) -> str:
+    return f"{x:.3f}" if math.isfinite(x) else "-inf (no tokens)"
+
+
+# --- one judgment ---------------------------------------------------------------------------------------------
+
+
+def verdict_line(j: Judgment) -> str:
+    """The final verdict in one line of plain text (for a Textbox)."""
+    line = verdict_text(j.verdict, abstain_reason=j.abstain_reason)
+    if j.correct is not None:
+        line += "   [matches label]" if j.correct else f"   [WRONG: label says Response {j.pair.label}]"
+    return line
+
+
+def anatomy_html(result: JudgeResult, *, title: str = "") -> str:
+    """The full anatomy: summary, the analysis cards, the reflections; every text escaped."""
+    j = result.judgment
+    parts = [f'<div class="rr-anatomy" data-judgment-id="{int(result.judgment_id)}">']
+    if title:
+        parts.append(f'<h3 class="rr-title">{esc(title)}</h3>')
+    parts.append(_summary_html(result))
+    parts.append('<div class="rr-cards">')
+    parts.extend(_card_html(r, j) for r in j.rollouts)
+    parts.append("</div>")
+    parts.append(_reflections_html(j))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _summary_html(result: JudgeResult) -> str:
+    j = result.judgment
+    rows = [
+        ("Final verdict", verdict_line(j)),
+        ("Strategy", f"{j.strategy} · seed {j.seed} · model {j.model or '?'} ({j.backend or '?'})"),
+        ("Record", _record_note(result)),
+        ("Anchor", anchor_reason(j)),
+        ("Winner group", winners_text(j)),
+        ("Vote", vote_text(j)),
+    ]
+    cells = "".join(f'<div class="rr-key">{esc(k)}</div><div class="rr-val" data-field="{esc(k.lower())}">{esc(v)}</div>'
+                    for k, v in rows)
+    verdict_class = "rr-abstain" if j.verdict is None else f"rr-verdict-{j.verdict}"
+    return f'<div class="rr-summary {verdict_class}">{cells}</div>'
+
+
+def _record_note(result: JudgeResult) -> str:
+    note = f"judgment #{result.judgment_id}"
+    if result.reaggregated:
+        how = ("re-aggregated from the stored rollouts, nothing regenerated" if not result.generated
+               else f"re-aggregated; this strategy needed {result.generated} extra generation call(s)")
+        note += f" ({how}; the record keeps strategy {result.recorded_strategy})"
+    return note
+
+
+def anchor_reason(j: Judgment) -> str:
+    """Why the anchor is the anchor: its confidence against the others (Eq. 6)."""
+    if j.anchor is None:
+        return "none (this strategy uses no anchor)" if j.verdict is not None else "none (no parseable output)"
+    anchor = next(r for r in j.rollouts if r.index == j.anchor and not r.greedy)
+    others = sorted(((r.confidence, r.index) for r in j.rollouts
+                     if r.parseable and not r.greedy and r.index != j.anchor), reverse=True)
+    how = "drawn at random (random-anchor ablation)" if j.strategy == "random-anchor" else "highest confidence"
+    text = f"#{j.anchor}: {how}, {_conf(anchor.confidence)}"
+    if others:
+        text += f"; next best #{others[0][1]} at {_conf(others[0][0])}, lowest #{others[-1][1]} at {_conf(others[-1][0])}"
+    unparsed = sum(1 for r in j.rollouts if not r.parseable and not r.greedy)
+    if unparsed:
+        text += f"; {unparsed} unparseable output(s) could not anchor"
+    return text
+
+
+def winners_text(j: Judgment) -> str:
+    if not j.reflections:
+        return "stage 2 skipped: every parseable sample agrees" if j.stage2_skipped else "no reflections (strategy)"
+    beat = sum(r.prefers_sample for r in j.reflections)
+    group = ", ".join(f"#{i}" for i in j.winners) or "empty"
+    return f"{group} ({beat} of {len(j.reflections)} reflections preferred the sample over anchor #{j.anchor})"
+
+
+def vote_text(j: Judgment) -> str:
+    if j.vote is None:
+        return "no vote"
+    c1, c2 = j.vote.counts
+    fmt = (lambda x: f"{x:.3f}") if j.strategy == "confidence-weighted" else (lambda x: f"{x:g}")
+    text = f"Response 1: {fmt(c1)} · Response 2: {fmt(c2)} · voters " + (", ".join(f"#{v}" for v in j.vote.voters) or "none")
+    if j.vote.anchor_added:
+        text += " · tie-break: the anchor joined the vote (empty winner group or tie, Eq. 9)"
+    else:
+        text += " · no tie-break"
+    return text
+
+
+def _role(r: Rollout, j: Judgment) -> str:
+    if not r.parseable:
+        return "unparseable"
+    if r.index == j.anchor and not r.greedy:
+        return "anchor"
+    if r.index in j.winners:
+        return "winner"
+    return "sample"
+
+
+def _bar_width(r: Rollout, j: Judgment) -> float:
+    finite = [x.confidence for x in j.rollouts if math.isfinite(x.confidence)]
+    if not math.isfinite(r.confidence) or not finite:
+        return 0.0
+    low, high = min(finite), max(finite)
+    return 100.0 if high == low else 8.0 + 92.0 * (r.confidence - low) / (high - low)
+
+
+def _card_html(r: Rollout, j: Judgment) -> str:
+    role = _role(r, j)
+    badges = {"anchor": '<span class="rr-badge rr-badge-anchor">ANCHOR</span>',
+              "winner": '<span class="rr-badge rr-badge-winner">winner group</span>',
+              "unparseable": '<span class="rr-badge rr-badge-bad">unparseable</span>'}.get(role, "")
+    tag = "greedy" if r.greedy else f"#{r.index}"
+    prediction = f"Response {r.prediction}" if r.prediction else "none"
+    return (
+        f'<div class="rr-card rr-{role}" data-testid="analysis-card" data-index="{r.index}">'
+        f'<div class="rr-card-head"><b>{esc(tag)}</b> {badges}</div>'
+        f'<div class="rr-pred">Prediction: <b>{esc(prediction)}</b></div>'
+        f'<div class="rr-conf">confidence {esc(_conf(r.confidence))}'
+        f'<div class="rr-bar"><div class="rr-fill" style="width:{_bar_width(r, j):.1f}%"></div></div></div>'
+        f'<div class="rr-meta">parse: {esc(r.status.value)} · {r.num_tokens} tokens · {esc(r.finish_reason)}</div>'
+        f'<div class="rr-text">{esc(r.analysis or "(no analysis)")}</div>'
+        f'<details><summary>raw output</summary><pre class="rr-raw">{esc(r.text)}</pre></details>'
+        "</div>"
+    )
+
+
+def _reflections_html(j: Judgment) -> str:
+    if not j.reflections:
+        return ""
+    rows = "".join(_reflection_row(r) for r in j.reflections)
+    return (f'<h4 class="rr-title">Stage 2: {len(j.reflections)} reflection(s) against anchor #{j.anchor}</h4>'
+            '<table class="rr-reflections"><thead><tr><th>sample</th><th>critique order</th><th>reflection said</th>'
+            f"<th>outcome</th><th>full text</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _reflection_row(r: Reflection) -> str:
+    said = f"Critique {r.choice} is better" if r.choice else f"unparseable ({r.status.value}): counts for the anchor"
+    outcome = f"#{r.sample} beats the anchor: joins the winner group" if r.prefers_sample else "the anchor holds"
+    return (
+        f'<tr data-testid="reflection-row"><td>#{r.sample}</td>'
+        f"<td>Critique 1 = #{r.order[0]}, Critique 2 = #{r.order[1]}</td>"
+        f"<td>{esc(said)}</td><td>{esc(outcome)}</td>"
+        f'<td><details><summary>show</summary><pre class="rr-raw">{esc(r.text)}</pre></details></td></tr>'
+    )
+
+
+def confidence_frame(j: Judgment) -> pd.DataFrame:
+    """One bar per sample (Eq. 5 confidence), coloured by its role; -inf samples left out."""
+    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "confidence": r.confidence, "role": _role(r, j)}
+            for r in j.rollouts if math.isfinite(r.confidence)]
+    return pd.DataFrame(rows, columns=["sample", "confidence", "role"])
+
+
+def pair_fields(j: Judgment) -> dict[str, str]:
+    """The Judge form's fields for a judgment's pair (conversation as JSON when multi-turn)."""
+    import json
+
+    pair = j.pair
+    messages = "" if not pair.history else json.dumps([{"role": m.role, "content": m.content}
+                                                        for m in pair.conversation], ensure_ascii=False, indent=1)
+    return {"query": pair.query, "messages": messages, "response_1": pair.response_1, "response_2": pair.response_2}
+
+
+# --- audit ----------------------------------------------------------------------------------------------------
+
+
+def audit_banner(audit: AuditResult) -> str:
+    """Consistent or flipped, as plain text (for a Textbox)."""
+    o, s = audit.original.judgment, audit.swapped.judgment
+    if audit.agree is None:
+        return "UNDECIDED: one order abstained"
+    picked = lambda j, v: j.pair.response_1 if v == 1 else j.pair.response_2  # noqa: E731
+    first = _short(picked(o, o.verdict))
+    if audit.agree:
+        return f"CONSISTENT: both orders pick the same response ({first!r})"
+    return f"FLIPPED: the original order picks {first!r}, the swapped order picks {_short(picked(s, s.verdict))!r}"
+
+
+def _short(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(per-subset table, chart rows, flipped items) of a batch audit."""
+    table = pd.DataFrame([{
+        "subset": s.subset, "pairs": s.pairs,
+        "both-orders accuracy": _pct(s.both_orders_accuracy), "flip rate": _pct(s.flip_rate),
+        "first-position win rate": _pct(s.first_position_win_rate),
+    } for s in report.subsets])
+    chart = pd.DataFrame([
+        {"bar": f"{s.subset}: {name}", "metric": name, "value": value}
+        for s in report.subsets
+        for name, value in (("both-orders accuracy", s.both_orders_accuracy), ("flip rate", s.flip_rate),
+                            ("first-position win rate", s.first_position_win_rate))
+        if value is not None
+    ], columns=["bar", "metric", "value"])
+    flipped = pd.DataFrame([{
+        "judgment": f.judgment_id, "swapped twin": f.twin_id, "subset": f.subset, "query": _short(f.query, 80),
+        "original verdict": _resp(f.verdict), "swapped verdict": _resp(f.swapped_verdict), "label": _resp(f.label),
+    } for f in report.flipped], columns=["judgment", "swapped twin", "subset", "query", "original verdict",
+                                         "swapped verdict", "label"])
+    return table, chart, flipped
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _resp(x: int | None) -> str:
+    return "—" if x is None else f"Response {x}"
+
+
+# --- review ---------------------------------------------------------------------------------------------------
+
+
+def review_header(item: ReviewItem) -> str:
+    s = item.summary
+    flags = ", ".join(s.flags) or "no flags"
+    anchor = "none" if s.anchor_confidence is None else f"{s.anchor_confidence:.3f}"
+    label = "unknown" if s.label is None else f"Response {s.label}"
+    left = f" · {item.remaining - 1} more after this" if item.remaining else ""
+    status = "not corrected yet" if item.correction is None else correction_text(item.correction)
+    return (f"Judgment #{s.id} · source {s.source or '—'} · flags: {flags} · anchor confidence {anchor} · "
+            f"judge says {_resp(s.verdict)} · label {label}{left}\n{status}")
+
+
+def correction_text(c: CorrectionRecord) -> str:
+    marks = ", ".join(f"#{k} {v}" for k, v in sorted(c.marks.items())) or "no marks"
+    return (f"Saved correction #{c.id} (revision {c.revision}) by {c.author}: Response {c.verdict} is better; {marks}; "
+            f"derived {len(c.preference_example_ids)} preference example(s) and "
+            f"{len(c.reflection_pair_ids)} reflection pair(s) — see Curate")
+
+
+def analyses_frame(j: Judgment) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "#": k, "prediction": _resp(r.prediction), "confidence": _conf(r.confidence), "role": _role(r, j),
+        "analysis": r.analysis or r.text,
+    } for k, r in enumerate(j.rollouts)], columns=["#", "prediction", "confidence", "role", "analysis"])
+
+
+def summaries_frame(rows: Sequence[JudgmentSummary]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "id": s.id, "recorded": s.created_at.strftime("%Y-%m-%d %H:%M:%S"), "source": s.source, "query": s.query,
+        "judge": _resp(s.verdict), "label": _resp(s.label), "strategy": s.strategy, "flags": ", ".join(s.flags),
+        "twin": s.twin_id if s.twin_id is not None else "", "corrected": "yes" if s.correction_id else "",
+    } for s in rows], columns=["id", "recorded", "source", "query", "judge", "label", "strategy", "flags", "twin",
+                               "corrected"])
+
+
+# --- curate ---------------------------------------------------------------------------------------------------
+
+
+def examples_frame(rows: Sequence[ExampleRow]) -> pd.DataFrame:
+    columns = ["id", "state", "source", "query", "response 1", "response 2", "label", "judge", "person", "agrees",
+               "critique 1", "critique 2", "judgment", "created"]
+    return pd.DataFrame([{
+        "id": r.id, "state": r.state, "source": r.source, "query": _short(r.query, 80),
+        "response 1": _short(r.response_1, 60), "response 2": _short(r.response_2, 60),
+        "label": (f"Critique {r.label}" if r.kind == "reflection" else f"Response {r.label}"),
+        "judge": _resp(r.judge_verdict), "person": _resp(r.human_verdict),
+        "agrees": {True: "yes", False: "no", None: "—"}[r.agrees_with_judge],
+        "critique 1": _short(r.critique_1, 90), "critique 2": _short(r.critique_2, 90),
+        "judgment": r.judgment_id if r.judgment_id is not None else "",
+        "created": r.created_at.strftime("%Y-%m-%d %H:%M") if r.created_at else "",
+    } for r in rows], columns=columns)
+
+
+def mix_text(mix: Mix) -> str:
+    ratio = "n/a (no reflection pairs)" if mix.ratio is None else f"{mix.ratio:.2f}:1"
+    return (f"Active: {mix.preference} preference example(s), {mix.reflection} reflection pair(s); "
+            f"Pref:Refl = {ratio} (paper: 4:1). {mix.advice()}")
+
+
+def mix_frame(mix: Mix) -> pd.DataFrame:
+    total = mix.preference + mix.reflection
+    rows = [{"mix": "current", "kind": "preference", "share": mix.preference / total if total else 0.0},
+            {"mix": "current", "kind": "reflection", "share": mix.reflection / total if total else 0.0},
+            {"mix": "paper 4:1", "kind": "preference", "share": 0.8},
+            {"mix": "paper 4:1", "kind": "reflection", "share": 0.2}]
+    return pd.DataFrame(rows, columns=["mix", "kind", "share"])
+
+
+def snapshots_frame(rows: Sequence[SnapshotRecord]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "id": s.id, "name": s.name, "preference": s.num_preference, "reflection": s.num_reflection,
+        "hash": s.content_hash[:16], "note": s.note, "created": s.created_at.strftime("%Y-%m-%d %H:%M"),
+    } for s in rows], columns=["id", "name", "preference", "reflection", "hash", "note", "created"])

@@ -1,0 +1,338 @@
+"""The app's service functions, called directly (scripted judge, real SQLite store)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.services import (
+    AppServices,
+    Cancelled,
+    ExampleFilter,
+    Mix,
+    ReviewLeases,
+    audit_stats,
+    build_pair,
+    parse_ids,
+    parse_marks,
+)
+from reflectrm.core.types import PreferencePair
+from reflectrm.errors import InputError
+from reflectrm.pipeline import judge_many
+from reflectrm.backends import ScriptedBackend
+from reflectrm.core.config import JudgeConfig
+from tests.app.conftest import first_position_output
+
+# --- pure helpers -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "form, expected_query, expected_turns",
+    [
+        pytest.param({"query": "2+2?", "messages": ""}, "2+2?", 1, id="single-turn"),
+        # the conversation box wins over the query box when both are filled
+        pytest.param({"query": "ignored", "messages": json.dumps([
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "2+2?"}])}, "2+2?", 3, id="multi-turn-overrides-query"),
+        # whitespace-only conversation means "no conversation", not "invalid JSON"
+        pytest.param({"query": "3+3?", "messages": "   \n"}, "3+3?", 1, id="blank-conversation"),
+    ],
+)
+def test_build_pair_reads_the_form(form: dict, expected_query: str, expected_turns: int) -> None:
+    pair = build_pair(response_1="4", response_2="5", **form)
+    assert pair.query == expected_query
+    assert len(pair.conversation) == expected_turns
+    assert pair.source == "manual"
+
+
+@pytest.mark.parametrize(
+    "form, fragment",
+    [
+        pytest.param({"query": "q", "messages": "[{"}, "not valid JSON", id="broken-json"),
+        pytest.param({"query": "q", "messages": '[{"role": "assistant", "content": "x"}]'}, "end with a user turn",
+                     id="ends-with-assistant"),
+        pytest.param({"query": "   ", "messages": ""}, "query is empty", id="empty-query"),
+        pytest.param({"query": "q", "messages": "", "response_1": " "}, "response_1 is empty", id="empty-response"),
+    ],
+)
+def test_build_pair_rejects_bad_forms_with_a_fix(form: dict, fragment: str) -> None:
+    fields = {"response_1": "a", "response_2": "b", **form}
+    with pytest.raises(InputError, match=fragment):
+        build_pair(**fields)
+
+
+def test_build_pair_keeps_data_set_identity_only_while_texts_are_unchanged(pair: PreferencePair) -> None:
+    same = build_pair(query=pair.query, messages="", response_1=pair.response_1, response_2=pair.response_2,
+                      label=1, base=pair.to_dict())
+    assert (same.id, same.source, same.subset) == ("t:1", "tests", "add")
+    edited = build_pair(query=pair.query, messages="", response_1="86", response_2=pair.response_2,
+                        label=1, base=pair.to_dict())
+    assert edited.source == "manual" and edited.id != "t:1"
+
+
+def test_parse_marks_and_ids() -> None:
+    assert parse_marks([0, 3], [5]) == {0: "right", 3: "right", 5: "wrong"}
+    with pytest.raises(InputError, match="both right and wrong"):
+        parse_marks([2], [2])
+    assert parse_ids("3, 5 7") == [3, 5, 7]
+    with pytest.raises(InputError, match="whole numbers"):
+        parse_ids("3, x")
+
+
+@pytest.mark.parametrize(
+    "mix, ratio, advice",
+    [
+        pytest.param(Mix(preference=0, reflection=0), None, "No active examples", id="empty"),
+        pytest.param(Mix(preference=8, reflection=2), 4.0, "matches", id="paper-mix"),
+        # one correction typically derives 1 preference example and up to 4 reflection pairs: far below 4:1
+        pytest.param(Mix(preference=1, reflection=4), 0.25, "add 15 preference", id="reflection-heavy"),
+        pytest.param(Mix(preference=9, reflection=1), 9.0, "exclude 5", id="preference-heavy"),
+    ],
+)
+def test_mix_against_the_paper(mix: Mix, ratio: float | None, advice: str) -> None:
+    assert mix.ratio == ratio
+    assert advice in mix.advice()
+
+
+def test_audit_stats_counts_flips_first_position_and_both_orders_accuracy() -> None:
+    pairs = [PreferencePair.from_query(f"q{k}", "a", "b", label=1 + k % 2, subset="x" if k < 2 else "y")
+             for k in range(4)]
+    biased = ScriptedBackend(first_position_output)
+    judged = list(judge_many([p for pair in pairs for p in (pair, pair.swapped())], biased, JudgeConfig(max_new_tokens=8)))
+    stats = {s.subset: s for s in audit_stats(list(zip(judged[::2], judged[1::2])))}
+    assert list(stats) == ["x", "y", "all"]
+    total = stats["all"]
+    # always "Response 1": every pair flips, the first position always wins, no pair is right in both orders
+    assert (total.pairs, total.flipped, total.compared) == (4, 4, 4)
+    assert total.first_position_win_rate == 1.0
+    assert total.both_orders_accuracy == 0.0
+    assert stats["x"].pairs == 2 and stats["y"].pairs == 2
+
+
+# --- judge ------------------------------------------------------------------------------------------------------
+
+
+def test_judge_records_and_reopens_exactly(services: AppServices, pair: PreferencePair) -> None:
+    result = services.judge(pair)
+    assert len(result.judgment.rollouts) == 8
+    assert services.open(result.judgment_id).judgment == result.judgment
+    assert result.generated == 2  # stage 1, stage 2
+
+
+def test_reaggregate_reuses_rollouts_without_generating(services: AppServices, pair: PreferencePair,
+                                                         scripted_backend: ScriptedBackend) -> None:
+    result = services.judge(pair)
+    calls = len(scripted_backend.calls)
+    majority = services.reaggregate(result.judgment_id, "majority")
+    assert majority.generated == 0 and len(scripted_backend.calls) == calls
+    assert majority.judgment.strategy == "majority"
+    assert majority.judgment.rollouts == result.judgment.rollouts
+    assert services.open(result.judgment_id).judgment == result.judgment  # the record is unchanged
+
+
+def test_reaggregate_generates_only_what_a_strategy_lacks(services: AppServices, pair: PreferencePair) -> None:
+    result = services.judge(pair)
+    greedy = services.reaggregate(result.judgment_id, "greedy")
+    assert greedy.generated == 1
+    assert any(r.greedy for r in greedy.judgment.rollouts)
+
+
+def test_stop_before_generation_records_nothing(services: AppServices, pair: PreferencePair) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        services.judge(pair, cancel=cancel)
+    assert services.store.counts()["judgments"] == 0
+
+
+def test_progress_reports_both_stages(services: AppServices, pair: PreferencePair) -> None:
+    seen: list[str] = []
+    services.judge(pair, progress=lambda fraction, desc: seen.append(desc))
+    assert [d.split(":")[0] for d in seen] == ["stage 1", "stage 2"]
+    assert "8 output(s)" in seen[0]
+
+
+# --- audit ------------------------------------------------------------------------------------------------------
+
+
+def test_audit_records_linked_twins(biased_services: AppServices, pair: PreferencePair) -> None:
+    result = biased_services.audit(pair)
+    assert result.agree is False  # the biased judge picks "Response 1" in both orders
+    original = biased_services.open(result.original.judgment_id)
+    assert original.twin_id == result.swapped.judgment_id
+    assert biased_services.open(result.swapped.judgment_id).swapped
+
+
+def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServices) -> None:
+    biased_services.add_demo_pairs(6)
+    seen: list[float] = []
+    report = biased_services.batch_audit("demo-arith", sample=5, seed=1, progress=lambda f, d: seen.append(f))
+    total = report.subsets[-1]
+    assert total.subset == "all" and total.pairs == 5
+    assert total.flip_rate == 1.0 and total.first_position_win_rate == 1.0
+    assert len(report.flipped) == 5
+    assert seen == [0.4, 0.8, 1.0]  # batches of 2 pairs
+    assert {s.subset for s in report.subsets} <= {"add", "sub", "mul", "all"}
+    flipped = report.flipped[0]
+    assert biased_services.open(flipped.judgment_id).twin_id == flipped.twin_id
+
+
+def test_batch_audit_stops_between_batches(biased_services: AppServices) -> None:
+    biased_services.add_demo_pairs(6)
+    cancel = threading.Event()
+
+    def stop_after_first(fraction: float | None, desc: str) -> None:
+        cancel.set()
+
+    with pytest.raises(Cancelled):
+        biased_services.batch_audit("demo-arith", cancel=cancel, progress=stop_after_first)
+    assert biased_services.store.counts()["judgments"] == 4  # the first batch (2 pairs x 2 orders) only
+
+
+def test_batch_audit_needs_pairs(services: AppServices) -> None:
+    with pytest.raises(InputError, match="pick a data set"):
+        services.batch_audit("")
+    with pytest.raises(InputError, match="has no pairs"):
+        services.batch_audit("nothing-here")
+
+
+# --- review and corrections -------------------------------------------------------------------------------------
+
+
+def test_two_reviewers_get_different_items(services: AppServices) -> None:
+    services.add_demo_pairs(3)
+    for _, p in services.pairs("demo-arith"):
+        services.judge(p)
+    a = services.next_for_review(reviewer="a")
+    b = services.next_for_review(reviewer="b")
+    assert a is not None and b is not None
+    assert a.stored.id != b.stored.id
+    again = services.next_for_review(reviewer="a")
+    assert again is not None and again.stored.id == a.stored.id  # a still holds its item
+
+
+def test_review_skips_and_empties(services: AppServices, pair: PreferencePair) -> None:
+    jid = services.judge(pair).judgment_id
+    assert services.next_for_review(reviewer="a", skip=[jid]) is None
+    item = services.next_for_review(reviewer="a")
+    assert item is not None and item.stored.id == jid and item.correction is None
+    services.correct(jid, verdict=1, author="ana")
+    assert services.next_for_review(reviewer="a") is None  # corrected judgments leave the queue
+
+
+def test_leases_expire() -> None:
+    leases = ReviewLeases(ttl_s=0.0)
+    assert leases.take(1, "a")
+    assert leases.take(1, "b")  # a's lease has lapsed
+
+
+def test_correction_derives_examples_and_editing_replaces_them(services: AppServices, pair: PreferencePair) -> None:
+    stored = services.open(services.judge(pair).judgment_id)
+    rollouts = stored.judgment.rollouts
+    right = [k for k, r in enumerate(rollouts) if r.prediction == 1 and r.analysis]
+    wrong = [k for k, r in enumerate(rollouts) if r.prediction == 2 and r.analysis]
+    assert right and wrong, "the scripted judge gives both verdicts"
+    record = services.correct(stored.id, verdict=1, author="ana", note="first", marks={right[0]: "right"})
+    assert len(record.preference_example_ids) == 1 and record.reflection_pair_ids
+    rows = services.browse("reflection")
+    assert {r.id for r in rows} == set(record.reflection_pair_ids)
+    texts = {r.analysis for r in rollouts}
+    assert all(row.critique_1 in texts and row.critique_2 in texts for row in rows)
+    assert all(row.human_verdict == 1 and row.judge_verdict == stored.judgment.verdict for row in rows)
+    edited = services.correct(stored.id, verdict=2, author="ben", note="second")
+    assert edited.id == record.id and edited.revision == 2 and edited.verdict == 2
+    assert services.browse("preference")[0].label == 2
+
+
+def test_correct_rejects_bad_input(services: AppServices, pair: PreferencePair) -> None:
+    jid = services.judge(pair).judgment_id
+    with pytest.raises(InputError, match="verdict must be 1 or 2"):
+        services.correct(jid, verdict=3, author="a")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="no such analysis"):
+        services.correct(jid, verdict=1, author="a", marks={42: "right"})
+    with pytest.raises(InputError, match="does not exist"):
+        services.correct(jid + 100, verdict=1, author="a")
+
+
+def test_concurrent_corrections_of_different_items_lose_nothing(services: AppServices) -> None:
+    services.add_demo_pairs(6)
+    ids = [services.judge(p).judgment_id for _, p in services.pairs("demo-arith")]
+    errors: list[BaseException] = []
+
+    def correct(jid: int, verdict: int) -> None:
+        try:
+            services.correct(jid, verdict=verdict, author=f"r{jid}")
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=correct, args=(jid, 1 + k % 2)) for k, jid in enumerate(ids)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    got = {c.judgment_id: c.verdict for c in services.store.corrections()}
+    assert got == {jid: 1 + k % 2 for k, jid in enumerate(ids)}
+
+
+# --- curate -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def corrected(services: AppServices, pair: PreferencePair) -> int:
+    jid = services.judge(pair).judgment_id
+    return services.correct(jid, verdict=1, author="ana").id
+
+
+@pytest.mark.parametrize(
+    "filters, kept",
+    [
+        pytest.param(ExampleFilter(), True, id="no-filter"),
+        pytest.param(ExampleFilter(source="tests"), True, id="source-match"),
+        pytest.param(ExampleFilter(source="other"), False, id="source-miss"),
+        # search is case-insensitive and covers the responses, not just the query
+        pytest.param(ExampleFilter(search="ANSWER IS 75"), True, id="search-response"),
+        pytest.param(ExampleFilter(search="no such text"), False, id="search-miss"),
+        pytest.param(ExampleFilter(states=("excluded",)), False, id="state"),
+        pytest.param(ExampleFilter(until=__import__("datetime").date(2000, 1, 1)), False, id="date"),
+    ],
+)
+def test_browse_filters(services: AppServices, corrected: int, filters: ExampleFilter, kept: bool) -> None:
+    assert bool(services.browse("preference", filters)) is kept
+
+
+def test_browse_agreement_filter(services: AppServices, corrected: int) -> None:
+    [row] = services.browse("preference")
+    agrees = row.judge_verdict == 1
+    assert bool(services.browse("preference", ExampleFilter(agreement="agrees"))) is agrees
+    assert bool(services.browse("preference", ExampleFilter(agreement="disagrees"))) is not agrees
+
+
+def test_exclude_restore_snapshot_export(services: AppServices, corrected: int, tmp_path: Path) -> None:
+    [row] = services.browse("preference")
+    assert services.set_excluded("preference", [row.id], excluded=True) == 1
+    assert services.mix().preference == 0
+    assert services.browse("preference", ExampleFilter(states=("excluded",)))[0].state == "excluded"
+    assert services.set_excluded("preference", [row.id], excluded=False) == 1
+    snap = services.snapshot("  first  ", note="n")
+    assert snap.name == "first" and snap.num_preference == 1
+    out = services.export("training", fmt="jsonl", snapshot="first")
+    lines = out.read_text().splitlines()
+    assert len(lines) == snap.num_preference + snap.num_reflection
+    assert services.export("training", fmt="hf").suffix == ".zip"
+    with pytest.raises(InputError, match="no examples"):
+        services.set_excluded("preference", [], excluded=True)
+
+
+# --- history ----------------------------------------------------------------------------------------------------
+
+
+def test_history_is_newest_first_and_searchable(services: AppServices, pair: PreferencePair) -> None:
+    first = services.judge(pair).judgment_id
+    other = PreferencePair.from_query("What is 9 * 12?", "108", "118", label=1, source="tests")
+    second = services.judge(other).judgment_id
+    assert [s.id for s in services.history()] == [second, first]
+    assert [s.id for s in services.history(search="9 * 12")] == [second]

@@ -1,0 +1,130 @@
+"""What the app shows: escaping of hostile text, the anatomy's parts, tables; and the settings."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from app.services import AppServices
+from app.settings import load_settings, parse_auth
+from app.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
+from reflectrm.core.types import PreferencePair
+from reflectrm.errors import ConfigError
+
+HOSTILE = [
+    pytest.param("<img src=x onerror=alert(1)>", id="img-onerror"),
+    pytest.param("<script>alert(1)</script>", id="script"),
+    # gr.HTML fills its value into a JS template literal and a Handlebars template
+    pytest.param("${alert(1)}", id="js-template"),
+    pytest.param("{{constructor.constructor('alert(1)')()}}", id="handlebars"),
+    pytest.param('" onmouseover="alert(1)', id="attribute-breakout"),
+    pytest.param("`${alert(1)}`", id="backtick"),
+    pytest.param("</div></details><svg onload=alert(1)>", id="close-and-svg"),
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_esc_leaves_no_markup_or_template_syntax(text: str) -> None:
+    out = esc(text)
+    assert not re.search(r"[<>\"'`${}]", out)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_anatomy_shows_hostile_responses_and_outputs_as_text(services: AppServices, text: str) -> None:
+    pair = PreferencePair.from_query(f"Is this safe? {text}", text, f"plain {text}", label=1)
+    result = services.judge(pair)
+    page = anatomy_html(result, title=text)
+    # the only tags are the ones the view writes itself
+    tags = set(re.findall(r"<\s*([a-zA-Z0-9]+)", page))
+    assert tags <= {"div", "span", "b", "details", "summary", "pre", "h3", "h4", "table", "thead", "tbody", "tr",
+                    "th", "td"}
+    assert not re.search(r"<(img|script|svg)", page)
+    assert "${" not in page and "{{" not in page and "`" not in page
+
+
+def test_anatomy_marks_the_anchor_the_winners_and_eight_cards(services: AppServices) -> None:
+    pair = PreferencePair.from_query("What is 47 + 38?", "85", "75", label=1)
+    result = services.judge(pair)
+    j = result.judgment
+    page = anatomy_html(result)
+    assert page.count('data-testid="analysis-card"') == 8
+    assert page.count("rr-card rr-anchor") == (1 if j.anchor is not None else 0)
+    assert f'data-index="{j.anchor}"' in page
+    assert page.count('data-testid="reflection-row"') == len(j.reflections)
+    assert page.count("rr-card rr-winner") == len(set(j.winners) - {j.anchor})
+    assert "Critique 1 = #" in page and "highest confidence" in page
+    assert verdict_line(j) in page or "ABSTAIN" in page
+
+
+def test_reaggregated_view_says_nothing_was_regenerated(services: AppServices) -> None:
+    pair = PreferencePair.from_query("What is 47 + 38?", "85", "75")
+    jid = services.judge(pair).judgment_id
+    page = anatomy_html(services.reaggregate(jid, "majority"))
+    assert "nothing regenerated" in page and "the record keeps strategy reflectrm" in page
+
+
+def test_confidence_frame_leaves_out_minus_infinity(services: AppServices) -> None:
+    j = services.judge(PreferencePair.from_query("q?", "a", "b")).judgment
+    frame = confidence_frame(j)
+    assert len(frame) == sum(math.isfinite(r.confidence) for r in j.rollouts)
+    assert len(frame) < len(j.rollouts), "the scripted judge gives some empty outputs (confidence -inf)"
+    assert set(frame["role"]) <= {"anchor", "winner", "sample", "unparseable"}
+
+
+def test_tables_have_their_columns_even_when_empty(services: AppServices) -> None:
+    assert list(examples_frame([]).columns)[:3] == ["id", "state", "source"]
+    services.add_demo_pairs(2)
+    table, chart, flipped = audit_frames(services.batch_audit("demo-arith"))
+    assert table["subset"].iloc[-1] == "all"
+    assert set(chart["metric"]) <= {"both-orders accuracy", "flip rate", "first-position win rate"}
+    assert list(flipped.columns)[:2] == ["judgment", "swapped twin"]
+
+
+# --- settings ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        pytest.param("", [], id="off"),
+        pytest.param("ana:secret", [("ana", "secret")], id="one"),
+        # a password may contain ':' (only the first one separates); spaces around entries are dropped
+        pytest.param("ana:a:b, ben:x", [("ana", "a:b"), ("ben", "x")], id="colon-in-password"),
+    ],
+)
+def test_parse_auth(value: str, expected: list) -> None:
+    assert parse_auth(value) == expected
+
+
+def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REFLECTRM_AUTH", "ana:secret")
+    monkeypatch.setenv("REFLECTRM_MAX_NEW_TOKENS", "96")
+    monkeypatch.setenv("REFLECTRM_DATABASE_URL", "sqlite:///x.db")
+    s = load_settings(port=8123)
+    assert s.credentials() == [("ana", "secret")]
+    assert (s.port, s.host, s.database_url) == (8123, "127.0.0.1", "sqlite:///x.db")
+    assert s.judge_config().max_new_tokens == 96 and s.judge_config().reflection_max_new_tokens == 96
+
+
+@pytest.mark.parametrize(
+    "env, fragment",
+    [
+        pytest.param({"REFLECTRM_AUTH": "ana"}, "user:password", id="auth-without-password"),
+        pytest.param({"REFLECTRM_PORT": "99999"}, "REFLECTRM_PORT", id="port-range"),
+        pytest.param({"REFLECTRM_STRATEGY": "best"}, "strategy must be one of", id="strategy"),
+    ],
+)
+def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict, fragment: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigError, match=fragment):
+        load_settings()
+
+
+def test_bad_auth_does_not_echo_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REFLECTRM_AUTH", "ana:ok,bob")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "ok" not in str(info.value).replace("bob", "")
