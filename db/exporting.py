@@ -3,8 +3,9 @@
 Kinds: `pairs`, `judgments`, `corrections`, `preference-examples`, `reflection-pairs`, and
 `training`: the active examples (or a snapshot's) as rows TRL's GRPOTrainer reads without
 conversion: `prompt` (a list of {role, content} messages, TRL's conversational format), `label` (the
-better candidate, 1 or 2) and `task` ("response" or "analysis") for a reward function, which can
-parse a completion with `reflectrm.core.parsing.parse_output(text, task=Task(task))` and compare.
+better candidate, 1 or 2) and `task` ("response" or "analysis") for the reward function
+(`reflectrm.training.rewards`), plus `origin`, `pair_id` and `example_id` for provenance; the rows
+of `reflectrm.training.data` have the same columns, and `read_examples` reads these.
 The `hf` format writes `training` rows (for the two example kinds: just that kind's rows).
 
 JSONL rows hold what Parquet rows hold; a judgment's JSONL row is `Judgment.to_dict()` plus row ids
@@ -180,7 +181,11 @@ def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | No
 def training_rows(
     session: Session, *, kind: str, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None
 ) -> Iterator[dict[str, Any]]:
-    """TRL conversational rows: the judge prompt of each example, its label and task."""
+    """TRL conversational rows: the judge prompt of each example, its label and task.
+
+    Also `origin` ("correction", or "judgment" for examples derived without one), `pair_id` (the
+    pair's own id, as `reflectrm.training.data` rows carry it) and `example_id` (the store's row id).
+    """
     for row, pair, critiques, config in _example_rows(session, kind=kind, states=states, snapshot_id=snapshot_id):
         suffix = config.get("control_suffix", DEFAULT_CONTROL_SUFFIX)
         if critiques is None:
@@ -197,8 +202,9 @@ def training_rows(
             "prompt": messages_to_dicts(prompt),
             "label": row.label,
             "task": task,
+            "origin": "correction" if row.correction_id is not None else "judgment",
+            "pair_id": pair.id,
             "example_id": row.id,
-            "pair_id": row.pair_id,
         }
 
 
@@ -215,7 +221,7 @@ def arrow_schema(kind: str, fmt: str) -> Any:
 
     messages = pa.list_(struct(role=text, content=text))
     if fmt == "hf" or kind == "training":
-        return pa.schema(dict(prompt=messages, label=num, task=text, example_id=num, pair_id=num).items())
+        return pa.schema(dict(prompt=messages, label=num, task=text, origin=text, pair_id=text, example_id=num).items())
     # fmt: off
     pair = dict(id=text, messages=messages, response_1=text, response_2=text, label=num, source=text, subset=text)
     example = dict(example_id=num, pair_id=num, **{k: v for k, v in pair.items() if k != "label"})

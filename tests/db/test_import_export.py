@@ -360,3 +360,14 @@ def test_the_hf_export_trains_a_grpo_step_without_conversion(sqlite_url: str, tm
                           train_dataset=load_from_disk(str(tmp_path / "train")))  # fmt: skip
     trainer.train()
     assert seen and all(y in (1, 2) and t in ("response", "analysis") for y, t in seen)
+
+
+def test_training_rows_are_read_by_the_training_data_builder(corrected_store: JudgmentStore, tmp_path: Path) -> None:
+    from reflectrm.training.data import read_examples
+
+    corrected_store.export("training", fmt="hf", out=tmp_path / "train")
+    corrected_store.export("training", fmt="jsonl", out=tmp_path / "train.jsonl")
+    from_hf, from_jsonl = read_examples(tmp_path / "train"), read_examples(tmp_path / "train.jsonl")
+    assert from_hf == from_jsonl and len(from_hf) == 8
+    assert {e.origin for e in from_hf} == {"correction"}
+    assert {e.pair_id for e in from_hf} == {"p-0", "p-1"}
