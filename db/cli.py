@@ -92,20 +92,26 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    from alembic.util.exc import CommandError
+
     from db import schema
     from db.engine import make_engine
-    from db.services import load_settings
+    from db.services import load_settings, reachable
     from db.settings import normalise_url
+    from reflectrm.errors import ConfigError
 
     settings = load_settings()
     engine = make_engine(settings.database_url if args.db is None else normalise_url(args.db), settings)
+    url = engine.url.render_as_string(hide_password=True)
     try:
-        before = schema.current_revision(engine)
-        schema.upgrade(engine)
-        after = schema.current_revision(engine)
+        with reachable(engine):
+            before = schema.current_revision(engine)
+            schema.upgrade(engine)
+            after = schema.current_revision(engine)
+    except CommandError as exc:  # e.g. a revision this version does not know
+        raise ConfigError(f"{url}: cannot upgrade ({exc}): is it from a newer reflectrm? upgrade reflectrm") from exc
     finally:
         engine.dispose()
-    url = engine.url.render_as_string(hide_password=True)
     print(f"{url}: schema {before or 'empty'} -> {after}" if before != after else f"{url}: schema already at {after}")
     return 0
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from db import curation, exporting, repository, schema
@@ -50,6 +52,20 @@ def load_settings() -> Settings:
         raise ConfigError(f"setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
 
+@contextmanager
+def reachable(engine: Engine) -> Iterator[None]:
+    """Turn "cannot connect" into a `ConfigError` that names the database and what to check."""
+    try:
+        yield
+    except OperationalError as exc:
+        engine.dispose()
+        url = engine.url.render_as_string(hide_password=True)
+        raise ConfigError(
+            f"cannot open the store at {url} ({str(exc.orig).strip()}): check the URL, that the file's folder "
+            "exists, or that the database server is running"
+        ) from exc
+
+
 class JudgmentStore:
     """Judgments, corrections and training data in one database (SQLite or PostgreSQL).
 
@@ -70,7 +86,8 @@ class JudgmentStore:
         """
         settings = settings or load_settings()
         engine = make_engine(settings.database_url if url is None else normalise_url(url), settings)
-        schema.ensure_schema(engine)
+        with reachable(engine):
+            schema.ensure_schema(engine)
         return cls(engine, settings)
 
     def close(self) -> None:
@@ -336,4 +353,4 @@ def _check_swapped(judgments: Sequence[Judgment], *, swapped: bool) -> None:
             raise InputError(f"judgments {k} and {k + 1} are not the two orders of one pair: pass [original, swapped]")
 
 
-__all__ = ["JudgmentStore", "load_settings"]
+__all__ = ["JudgmentStore", "load_settings", "reachable"]

@@ -109,3 +109,29 @@ def test_settings_read_the_environment_and_reject_bad_values(monkeypatch: pytest
     monkeypatch.setenv("REFLECTRM_SQLITE_SYNCHRONOUS", "sometimes")
     with pytest.raises(ConfigError, match="sqlite_synchronous"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("sqlite:////nonexistent-folder/x.db", id="sqlite-folder-missing"),
+        pytest.param("postgresql+psycopg://postgres@127.0.0.1:1/none", id="postgresql-server-down"),
+    ],
+)
+def test_open_names_a_database_it_cannot_reach(url: str) -> None:
+    with pytest.raises(ConfigError, match="cannot open the store at"):
+        JudgmentStore.open(url)
+
+
+def test_db_upgrade_refuses_a_revision_from_a_newer_version(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    engine = make_engine(sqlite_url)
+    with engine.begin() as c:
+        c.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
+    engine.dispose()
+    assert main(["db", "upgrade", "--db", sqlite_url]) == 2
+    err = capsys.readouterr().err
+    assert "upgrade reflectrm" in err and err.count("\n") == 1
