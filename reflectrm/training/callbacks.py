@@ -19,10 +19,12 @@ class RunCallback(TrainerCallback):
     saves a checkpoint and returns, so the run resumes from there.
     """
 
-    def __init__(self, files: RunFiles, stop: threading.Event) -> None:
+    def __init__(self, files: RunFiles, stop: threading.Event, *, max_time_s: float | None = None) -> None:
         self.files = files
         self.stop = stop
+        self.max_time_s = max_time_s
         self._paced = False
+        self._began = time.monotonic()
 
     def _stop_requested(self) -> bool:
         if not self.stop.is_set() and self.files.cancel.exists():
@@ -30,6 +32,7 @@ class RunCallback(TrainerCallback):
         return self.stop.is_set()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._began = time.monotonic()
         if state.is_world_process_zero:
             now = time.time()
             self._paced = False
@@ -44,11 +47,28 @@ class RunCallback(TrainerCallback):
                 self._paced = True
                 status.update(pace_since_unix=status["step_unix"], first_step=state.global_step)
             self.files.update_status(**status)
-        if self._stop_requested():
+        out_of_time = self.max_time_s is not None and time.monotonic() - self._began >= self.max_time_s
+        if _any_rank(self._stop_requested() or out_of_time, args.device):
+            # a cancel, or the time budget spent (a completed run): stop with a checkpoint
             control.should_training_stop = True
             control.should_save = True
+        if state.max_steps and state.global_step >= state.max_steps:
+            control.should_save = True  # the last step always leaves a checkpoint to resume or load
         return control
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if state.is_world_process_zero and logs and "train_runtime" not in logs:
             self.files.append(self.files.metrics, {"step": state.global_step, "time": time.time(), **logs})
+
+
+def _any_rank(flag: bool, device: Any) -> bool:
+    """`flag` on any process: every rank must stop at the same step or the others wait forever."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
+    import torch
+
+    t = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())

@@ -82,7 +82,9 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (merged into final/)")
     p.add_argument("--lora-r", type=int, default=c.lora_r, help=f"LoRA rank (default {c.lora_r})")
     p.add_argument("--use-vllm", action="store_true", help="generate with vLLM (GPU machines)")
-    p.add_argument("--vllm-mode", default=c.vllm_mode, choices=("colocate", "server"), help="vLLM mode")
+    p.add_argument("--vllm-mode", default=c.vllm_mode, choices=("colocate", "server"),
+                   help="colocate: vLLM shares the training GPUs; server: a `trl vllm-serve` on other GPUs")
+    p.add_argument("--vllm-server-url", help="server mode: the vllm-serve URL (default http://localhost:8000)")
     p.add_argument("--device", default=c.device, help="auto, cpu or cuda (default auto)")
     p.add_argument("--save-steps", type=int, default=c.save_steps, help=f"checkpoint every N steps (default {c.save_steps})")
     p.add_argument("--no-gradient-checkpointing", action="store_true", help="faster for small models")
@@ -163,7 +165,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,
         max_completion_length=args.max_completion_length, per_device_batch_size=args.per_device_batch_size,
         beta=args.beta, reward_weights=weights, lora=args.lora, lora_r=args.lora_r, use_vllm=args.use_vllm,
-        vllm_mode=args.vllm_mode, device=args.device, save_steps=args.save_steps,
+        vllm_mode=args.vllm_mode, vllm_server_url=args.vllm_server_url, device=args.device, save_steps=args.save_steps,
         gradient_checkpointing=not args.no_gradient_checkpointing, seed=args.seed,
     )
 

@@ -44,6 +44,7 @@ class TrainConfig:
     temperature: float = 1.0  # sampling temperature of the group (paper: 1.0)
     epochs: float = 3.0  # passes over the data (paper: 3)
     max_steps: int = -1  # > 0: stop after this many optimizer steps instead (overrides epochs)
+    max_time_s: float | None = None  # stop (completed, with a checkpoint) after the step that passes this budget
     max_completion_length: int = 1024  # paper: max generation length 1024 tokens
     per_device_batch_size: int = 8  # completions per forward/backward pass; gradient accumulation makes up the rest
     beta: float = 0.0  # KL coefficient against the reference model (paper: unstated; TRL default 0: no reference)
@@ -62,6 +63,7 @@ class TrainConfig:
     use_vllm: bool = False  # generate with vLLM (GPU machines; TRL's "colocate" mode shares the training GPUs)
     vllm_mode: str = "colocate"  # "colocate", or "server" with `trl vllm-serve` on other GPUs
     vllm_gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM may take
+    vllm_server_url: str | None = None  # server mode: where `trl vllm-serve` listens (None: http://localhost:8000)
     device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda"
     bf16: bool | None = None  # None: bf16 on CUDA, fp32 on CPU
     gradient_checkpointing: bool = True  # trade compute for memory (off for tiny models)
@@ -82,6 +84,8 @@ class TrainConfig:
             raise ConfigError(f"learning_rate must be > 0 (paper: 1e-6), got {self.learning_rate!r}")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0 (GRPO samples; paper: 1.0), got {self.temperature!r}")
+        if self.max_time_s is not None and not self.max_time_s > 0:
+            raise ConfigError(f"max_time_s must be > 0 seconds (or None: no budget), got {self.max_time_s!r}")
         if self.max_steps <= 0 and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
         unknown = sorted(set(self.reward_weights) - set(REWARDS))
@@ -165,6 +169,7 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
         use_vllm=config.use_vllm,
         vllm_mode=config.vllm_mode,
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_server_base_url=config.vllm_server_url,
         use_cpu=on_cpu,
         bf16=bf16,
         gradient_checkpointing=config.gradient_checkpointing,
@@ -280,7 +285,7 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
-        callbacks=[RunCallback(files, stop)],
+        callbacks=[RunCallback(files, stop, max_time_s=config.max_time_s)],
     )
     log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
     output = trainer.train(resume_from_checkpoint=checkpoint)

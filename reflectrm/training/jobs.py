@@ -102,16 +102,23 @@ def start_run(
     return _launch(files, resume=False, env=env)
 
 
-def resume_run(run_dir: str | Path, *, env: Mapping[str, str] | None = None) -> TrainJob:
-    """Continue a run from its last checkpoint, with the data, model and config it started with."""
+def resume_run(run_dir: str | Path, *, max_steps: int | None = None, env: Mapping[str, str] | None = None) -> TrainJob:
+    """Continue a run from its last checkpoint, with the data, model and config it started with.
+
+    `max_steps` changes how long it runs in all (to train a finished run further, or stop sooner).
+    """
     files = RunFiles(Path(run_dir))
     if not files.run.exists():
         raise InputError(f"{files.root} holds no run to resume: start one with start_run")
+    if max_steps is not None:
+        spec = run_spec(files.root)
+        spec["config"] = TrainConfig.from_dict(spec["config"]).with_(max_steps=max_steps).to_dict()
+        files.run.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     status = files.read_status()
     if pid_alive(status.get("pid"), status.get("pid_start")) and status.get("state") in ("starting", "running"):
         raise InputError(f"the run in {files.root} is still running (pid {status['pid']}): cancel it first")
-    if status.get("state") == "completed":
-        raise InputError(f"the run in {files.root} has completed: start a new run to train further")
+    if status.get("state") == "completed" and max_steps is None:
+        raise InputError(f"the run in {files.root} has completed: pass max_steps to train it further")
     return _launch(files, resume=True, env=env)
 
 

@@ -97,7 +97,7 @@ def test_start_run_refuses_a_folder_with_a_run_and_a_missing_dataset(tmp_path):
         jobs.start_run(tmp_path / "r", data=tmp_path / "data", model="m", config=TrainConfig())
     with pytest.raises(InputError, match="does not exist"):
         jobs.start_run(tmp_path / "new", data=tmp_path / "nothing", model="m", config=TrainConfig())
-    with pytest.raises(InputError, match="has completed"):
+    with pytest.raises(InputError, match="has completed: pass max_steps"):
         jobs.resume_run(tmp_path / "r")
     with pytest.raises(InputError, match="no run to resume"):
         jobs.resume_run(tmp_path / "new")

@@ -1,0 +1,281 @@
+"""Retraining proof on the demo judge: GRPO on built data, then on human corrections (issue 5).
+
+    python bench/retrain.py [--minutes 15] [--corrections-minutes 8] [--out bench_out/retrain] [--quick]
+
+Part 1, the paper's recipe: roll the demo judge out (N = 8, T = 1.0) on held-in synthetic pairs,
+build preference and reflection data (4:1), train with GRPO for at most --minutes on the CPU, and
+measure greedy and two-stage (reflectrm) accuracy on held-out pairs before and after.
+
+Part 2, corrections: find the kind of pair (add / sub / mul) the retrained judge gets wrong most,
+judge a pool of such pairs, let a "human" correct the wrong judgments in the store (the verdict,
+plus marks on analyses whose arithmetic is right or wrong), export the store's derived preference
+examples and reflection pairs, retrain on them (with a replay of part 1's data), and measure that
+kind again on held-out pairs and on the corrected pairs themselves.
+
+Held-in, correction and held-out pairs come from separate seeds; training data that shares a
+conversation with a held-out pair is refused (`build_training_set(eval_pairs=...)`). Every figure
+is printed; the last line is one JSON object with all of them (also written to OUT/results.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
+from reflectrm.demo import DEMO_MODEL_DIR  # noqa: E402
+from reflectrm.demo.tasks import KINDS, make_pairs, problem_of  # noqa: E402
+from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
+from reflectrm.training.data import (  # noqa: E402
+    DataConfig,
+    build_training_set,
+    collect_rollouts,
+    drop_overlapping,
+    read_examples,
+    write_snapshot,
+)
+from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
+
+log = logging.getLogger("bench.retrain")
+
+MAX_TOKENS = 96  # the demo judge's analyses are 40-70 tokens
+SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "kind_heldout": 555_004}
+
+
+def evaluate(model: str, pairs: list[PreferencePair], *, label: str) -> dict[str, Any]:
+    """Greedy and two-stage accuracy (overall and per kind), majority of the same samples, parse rate."""
+    backend = load_backend(model, device="cpu")
+    started = time.perf_counter()
+    greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=MAX_TOKENS), batch_size=32))
+    two = list(judge_many(pairs, backend, JudgeConfig(max_new_tokens=MAX_TOKENS, reflection_max_new_tokens=MAX_TOKENS),
+                          batch_size=16))
+    majority = [rejudge(j, "majority") for j in two]  # the same 8 samples, no stage 2
+    samples = [r for j in two for r in j.rollouts]
+    out = {
+        "pairs": len(pairs),
+        "greedy": accuracy(greedy),
+        "two_stage": accuracy(two),
+        "majority": accuracy(majority),
+        "sample_accuracy": sum(r.prediction == j.pair.label for j in two for r in j.rollouts) / len(samples),
+        "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
+        "greedy_by_kind": by_kind(greedy),
+        "two_stage_by_kind": by_kind(two),
+        "eval_s": round(time.perf_counter() - started, 1),
+        "_greedy": [bool(j.correct) for j in greedy],
+        "_two_stage": [bool(j.correct) for j in two],
+    }
+    print(f"  {label:<34} greedy {out['greedy']:.3f}  two-stage {out['two_stage']:.3f}  majority "
+          f"{out['majority']:.3f}  samples {out['sample_accuracy']:.3f}  ({len(pairs)} pairs, {out['eval_s']:.0f}s)")
+    return out
+
+
+def accuracy(judgments: list[Judgment]) -> float:
+    return sum(bool(j.correct) for j in judgments) / max(1, len(judgments))
+
+
+def by_kind(judgments: list[Judgment]) -> dict[str, float]:
+    return {k: accuracy([j for j in judgments if j.pair.subset == k]) for k in KINDS
+            if any(j.pair.subset == k for j in judgments)}
+
+
+def paired(before: list[bool], after: list[bool]) -> dict[str, int]:
+    """Pairs fixed and broken by training (the same pairs judged before and after)."""
+    return {"fixed": sum(not b and a for b, a in zip(before, after)),
+            "broken": sum(b and not a for b, a in zip(before, after))}
+
+
+def public(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if not k.startswith("_")}
+
+
+def grpo(snapshot: Path, *, model: str, out: Path, config: TrainConfig) -> dict[str, Any]:
+    if out.exists():
+        shutil.rmtree(out)
+    started = time.perf_counter()
+    result = train(snapshot, model=model, output_dir=out, config=config)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rewards = [r["reward"] for r in rows if "reward" in r]
+    head, tail = rewards[: max(1, len(rewards) // 10)], rewards[-max(1, len(rewards) // 10):]
+    summary = {"steps": result.step, "train_s": round(time.perf_counter() - started, 1),
+               "reward_first_10pct": sum(head) / len(head), "reward_last_10pct": sum(tail) / len(tail),
+               "final_model": str(result.final_model)}
+    print(f"  GRPO: {result.step} steps in {summary['train_s']:.0f}s, mean reward {summary['reward_first_10pct']:.3f} "
+          f"(first 10%) -> {summary['reward_last_10pct']:.3f} (last 10%)")
+    return summary
+
+
+# --- part 2: human-style corrections through the store ----------------------------------------------
+
+_COMPUTED = re.compile(r"=\s*(-?\d+)")
+
+
+def human_marks(j: Judgment) -> dict[int, str]:
+    """What a careful person marks: an analysis is right when its arithmetic and its verdict are right."""
+    answer = problem_of(j.pair).answer
+    marks = {}
+    for position, r in enumerate(j.rollouts):
+        if r.prediction is None or not r.analysis.strip():
+            continue
+        m = _COMPUTED.search(r.analysis)
+        computed_right = m is not None and int(m.group(1)) == answer
+        marks[position] = "right" if computed_right and r.prediction == j.pair.label else "wrong"
+    return marks
+
+
+def corrections_from_store(judgments: list[Judgment], out: Path) -> tuple[Path, int]:
+    """Record judgments in a fresh store, correct the wrong ones, export the derived examples (hf)."""
+    from db.services import JudgmentStore
+
+    for stale in (out / "bench.db", out / "corrections_hf"):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
+    with JudgmentStore.open(f"sqlite:///{out / 'bench.db'}") as store:
+        ids = store.record(judgments, swapped=False)
+        wrong = [(jid, j) for jid, j in zip(ids, judgments) if not j.correct]
+        for jid, j in wrong:
+            # the person knows the right answer: the pair's label stands in for their verdict
+            store.correct(jid, verdict=j.pair.label, author="bench-human", marks=human_marks(j), seed=jid)
+        path = out / "corrections_hf"
+        store.export("training", fmt="hf", out=path)
+    return path, len(wrong)
+
+
+def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair]) -> dict[str, Any]:
+    print("part 1: GRPO on data built from held-in pairs")
+    held_in = drop_overlapping(make_pairs(args.train_pairs, seed=SEEDS["train"], source="bench-train"), held_out)
+    before = evaluate(str(DEMO_MODEL_DIR), held_out, label="demo judge, held-out")
+    data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
+    started = time.perf_counter()
+    judgments = collect_rollouts(held_in, load_backend(device="cpu"), data_config, batch_size=16)
+    built = build_training_set(judgments, config=data_config, eval_pairs=held_out)
+    snapshot = write_snapshot(built, out / "data", name="bench")
+    print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
+          f"{snapshot.rows} examples {asdict(built.report)}")
+    run = grpo(snapshot.path, model=str(DEMO_MODEL_DIR), out=out / "run", config=train_config(args, args.minutes))
+    after = evaluate(run["final_model"], held_out, label="after GRPO, held-out")
+    return {"data": {"snapshot": str(snapshot.path), "held_in_pairs": len(held_in), **asdict(built.report)},
+            "grpo": run, "before": before, "after": after,
+            "greedy_paired": paired(before["_greedy"], after["_greedy"]),
+            "two_stage_paired": paired(before["_two_stage"], after["_two_stage"])}
+
+
+def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], first: dict[str, Any]) -> dict[str, Any]:
+    model = first["grpo"]["final_model"]
+    by_kind = first["after"]["greedy_by_kind"]
+    kind = min(by_kind, key=by_kind.get)
+    print(f"part 2: corrections on the weakest kind after part 1: {kind!r} (greedy by kind {by_kind})")
+    kind_held_out = make_pairs(args.kind_eval_pairs, seed=SEEDS["kind_heldout"], kinds=(kind,), source="bench-kind-heldout")
+    everything_held_out = held_out + kind_held_out
+    pool = drop_overlapping(make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
+                                       source="bench-corrections"), everything_held_out)
+    backend = load_backend(model, device="cpu")
+    judged = list(judge_many(pool, backend, JudgeConfig(strategy="majority", max_new_tokens=MAX_TOKENS), batch_size=16))
+    path, corrected = corrections_from_store(judged, out)
+    corrections = read_examples(path, origin="corrections")
+    replay = read_examples(first["data"]["snapshot"])
+    built = build_training_set([], config=DataConfig(), extra=corrections + replay, eval_pairs=everything_held_out)
+    snapshot = write_snapshot(built, out / "data", name="corrections")
+    tasks = [e.task.value for e in corrections]
+    print(f"  {corrected} of {len(pool)} pool judgments were wrong and corrected -> {len(corrections)} examples "
+          f"({tasks.count('response')} preference, {tasks.count('analysis')} reflection) + {len(replay)} replayed")
+    wrong_pool = [j.pair for j in judged if not j.correct]
+    before_kind = evaluate(model, kind_held_out, label=f"part-1 judge, held-out {kind}")
+    before_pool = evaluate(model, wrong_pool, label="part-1 judge, corrected pairs")
+    run = grpo(snapshot.path, model=model, out=out / "run_corrections",
+               config=train_config(args, args.corrections_minutes))
+    after_kind = evaluate(run["final_model"], kind_held_out, label=f"after corrections, held-out {kind}")
+    after_pool = evaluate(run["final_model"], wrong_pool, label="after corrections, corrected pairs")
+    after_all = evaluate(run["final_model"], held_out, label="after corrections, held-out (all)")
+    return {"kind": kind, "pool": len(pool), "corrected": corrected, "correction_examples": len(corrections),
+            "replayed": len(replay), "grpo": run,
+            "kind_heldout_before": before_kind, "kind_heldout_after": after_kind,
+            "corrected_pairs_before": before_pool, "corrected_pairs_after": after_pool, "heldout_all_after": after_all,
+            "kind_greedy_paired": paired(before_kind["_greedy"], after_kind["_greedy"])}
+
+
+def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
+    return TrainConfig(
+        learning_rate=args.lr, batch_size=args.prompts_per_step, num_generations=args.num_generations,
+        per_device_batch_size=args.prompts_per_step * args.num_generations, max_completion_length=MAX_TOKENS,
+        epochs=50, max_time_s=minutes * 60, max_steps=args.max_steps, beta=args.beta, device="cpu",
+        gradient_checkpointing=False, save_steps=100, save_total_limit=1, seed=0,
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("bench_out/retrain"))
+    ap.add_argument("--minutes", type=float, default=15.0, help="GRPO time budget of part 1 (default 15)")
+    ap.add_argument("--corrections-minutes", type=float, default=8.0, help="GRPO time budget of part 2")
+    ap.add_argument("--max-steps", type=int, default=-1, help="also stop after N steps")
+    ap.add_argument("--train-pairs", type=int, default=600)
+    ap.add_argument("--eval-pairs", type=int, default=300)
+    ap.add_argument("--correction-pairs", type=int, default=120)
+    ap.add_argument("--kind-eval-pairs", type=int, default=150)
+    ap.add_argument("--lr", type=float, default=1e-4, help="the demo judge is tiny: far above the paper's 1e-6")
+    ap.add_argument("--prompts-per-step", type=int, default=8)
+    ap.add_argument("--num-generations", type=int, default=8)
+    ap.add_argument("--beta", type=float, default=0.0)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
+    ap.add_argument("--skip-corrections", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
+    args = ap.parse_args()
+    if args.quick:
+        args.train_pairs, args.eval_pairs, args.correction_pairs, args.kind_eval_pairs = 24, 24, 24, 12
+        args.minutes, args.corrections_minutes, args.max_steps = 1.0, 0.5, 3
+    logging.basicConfig(level=logging.WARNING)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    held_out = make_pairs(args.eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
+    results: dict[str, Any] = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    results["part1"] = part1(args, args.out, held_out)
+    if not args.skip_corrections:
+        results["part2"] = part2(args, args.out, held_out, results["part1"])
+    figures = summary(results)
+    clean = json.loads(json.dumps(results, default=str), object_hook=public)
+    (args.out / "results.json").write_text(json.dumps({**clean, "summary": figures}, indent=2) + "\n")
+    print(json.dumps(figures))
+    return 0
+
+
+def summary(results: dict[str, Any]) -> dict[str, Any]:
+    p1 = results["part1"]
+    figures = {
+        "greedy_before": p1["before"]["greedy"], "greedy_after": p1["after"]["greedy"],
+        "greedy_gain_points": round(100 * (p1["after"]["greedy"] - p1["before"]["greedy"]), 1),
+        "two_stage_before": p1["before"]["two_stage"], "two_stage_after": p1["after"]["two_stage"],
+        "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
+        "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
+    }
+    if "part2" in results:
+        p2 = results["part2"]
+        figures.update({
+            "corrections_kind": p2["kind"], "corrected_judgments": p2["corrected"],
+            "kind_greedy_before": p2["kind_heldout_before"]["greedy"], "kind_greedy_after": p2["kind_heldout_after"]["greedy"],
+            "kind_two_stage_before": p2["kind_heldout_before"]["two_stage"],
+            "kind_two_stage_after": p2["kind_heldout_after"]["two_stage"],
+            "corrected_pairs_greedy_before": p2["corrected_pairs_before"]["greedy"],
+            "corrected_pairs_greedy_after": p2["corrected_pairs_after"]["greedy"],
+        })
+    return figures
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

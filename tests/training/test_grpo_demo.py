@@ -1,0 +1,138 @@
+"""GRPO on the real demo judge: a three-step run changes the weights and leaves loadable checkpoints;
+the job lifecycle (cancel, resume, crash, a killed worker) in separate processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+
+import pytest
+
+from reflectrm.core.parsing import parse_output
+from reflectrm.core.prompts import Task, reflection_prompt
+from reflectrm.demo import DEMO_MODEL_DIR
+from reflectrm.demo.tasks import make_pairs, reflection_example
+from reflectrm.training import jobs
+from reflectrm.training.data import (
+    BuildReport,
+    DataConfig,
+    TrainingExample,
+    TrainingSet,
+    preference_example,
+    write_snapshot,
+)
+from reflectrm.training.grpo import TrainConfig, train
+from reflectrm.training.runs import list_checkpoints, read_jsonl, read_progress
+
+pytestmark = pytest.mark.slow
+
+# Tiny and fast: 2 prompts x 4 completions per step, short completions, no gradient checkpointing.
+FAST = TrainConfig(learning_rate=5e-5, batch_size=2, num_generations=4, per_device_batch_size=8,
+                   max_completion_length=96, max_steps=3, save_steps=50, device="cpu",
+                   gradient_checkpointing=False, completions_to_record=2)
+
+
+def demo_examples(n: int = 12) -> list[TrainingExample]:
+    rng = random.Random(0)
+    pairs = make_pairs(n, seed=4242, source="test-train")
+    out = [preference_example(p, config=DataConfig()) for p in pairs]
+    for p in pairs[: n // 4]:
+        c1, c2, target = reflection_example(rng, p)
+        label = parse_output(target, task=Task.ANALYSIS).choice
+        out.append(TrainingExample(prompt=tuple(reflection_prompt(p, c1, c2)), label=label, task=Task.ANALYSIS,
+                                   origin="reflection", pair_id=p.id))
+    return out
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory):
+    built = TrainingSet(examples=tuple(demo_examples()), report=BuildReport())
+    return write_snapshot(built, tmp_path_factory.mktemp("data"), name="demo").path
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return {k: v.float() for k, v in load_file(str(path / "model.safetensors")).items()}
+
+
+def test_three_grpo_steps_change_the_weights_and_leave_a_checkpoint_judge_loads(snapshot, tmp_path, capsys):
+    run = tmp_path / "run"
+    result = train(snapshot, model=str(DEMO_MODEL_DIR), output_dir=run, config=FAST)
+    assert (result.state, result.step) == ("completed", 3)
+
+    before, after = _weights(DEMO_MODEL_DIR), _weights(result.final_model)
+    assert before.keys() <= after.keys() | {"lm_head.weight"}
+    changed = [k for k in before if k in after and (before[k] - after[k]).abs().max() > 1e-6]
+    assert len(changed) > len(before) // 2  # GRPO moved most tensors, not just one
+
+    metrics = read_jsonl(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert all("loss" in m and 0.0 <= m["reward"] <= 1.0 for m in metrics)
+    completions = read_jsonl(run / "completions.jsonl")
+    assert completions and {c["task"] for c in completions} <= {"response", "analysis"}
+    assert all(c["reward"] in (0.0, 1.0) for c in completions)
+
+    p = read_progress(run)
+    assert (p.state, p.step, p.total_steps) == ("completed", 3, 3)
+    assert [(c.step, c.final) for c in p.checkpoints] == [(3, False), (3, True)]
+
+    from app.cli import main
+
+    for model_dir in (run / "checkpoint-3", result.final_model):
+        capsys.readouterr()
+        code = main(["judge", "--model", str(model_dir), "--query", "What is 12 + 30?", "--response-1", "42",
+                     "--response-2", "41", "--n", "2", "--max-new-tokens", "96", "--json"])
+        assert code == 0
+        judged = json.loads(capsys.readouterr().out)
+        assert judged["model"] == str(model_dir) and len(judged["rollouts"]) == 2
+        assert judged["verdict"] in (1, 2, None)
+
+
+def test_job_lifecycle_cancel_resume_kill_crash(snapshot, tmp_path):
+    config = FAST.with_(max_steps=40, save_steps=1)
+    job = jobs.start_run(tmp_path / "run", data=snapshot, model=str(DEMO_MODEL_DIR), config=config,
+                         env={"OMP_NUM_THREADS": "1"})
+    _wait_for_step(job, 1)
+    job.cancel()  # stops at the next step boundary, with a checkpoint
+    p = job.wait(120)
+    assert p.state == "cancelled", p.log_tail
+    cancelled_at = p.step
+    assert 1 <= cancelled_at < 40 and p.checkpoints[-1].step == cancelled_at and not p.checkpoints[-1].final
+
+    job = jobs.resume_run(job.run_dir, env={"OMP_NUM_THREADS": "1"})
+    _wait_for_step(job, cancelled_at + 1)
+    os.kill(job.progress().pid, signal.SIGKILL)  # a crash the worker cannot record
+    job.process.wait(30)
+    assert job.progress().state == "interrupted"
+    assert jobs.reconcile(job.run_dir) == "interrupted"
+
+    job = jobs.resume_run(job.run_dir, max_steps=cancelled_at + 2, env={"OMP_NUM_THREADS": "1"})
+    p = job.wait(180)
+    assert p.state == "completed", p.log_tail
+    assert p.step == cancelled_at + 2 and p.checkpoints[-1].final
+    log = (job.run_dir / "train.log").read_text()
+    assert log.count(f"resuming from {job.run_dir}/checkpoint-") == 2  # both restarts picked up a checkpoint
+
+
+def test_a_worker_that_fails_records_why(snapshot, tmp_path):
+    job = jobs.start_run(tmp_path / "run", data=snapshot, model=str(tmp_path / "no-such-model"), config=FAST)
+    p = job.wait(120)
+    assert p.state == "failed"
+    assert "does not exist" in p.error and "Traceback" in p.log_tail
+    assert list_checkpoints(job.run_dir) == []
+
+
+def _wait_for_step(job: jobs.TrainJob, step: int, timeout_s: float = 180) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        p = job.progress()
+        if p.step >= step or p.finished:
+            assert not p.finished, p.log_tail
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no step {step} within {timeout_s}s: {job.progress().log_tail}")
