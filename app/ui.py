@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import gradio as gr
@@ -19,8 +20,8 @@ from app.services import AppServices, ExampleFilter, JudgeResult, ReviewItem, bu
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import ReflectRMError
 
-LABELS = {"unknown": None, "Response 1": 1, "Response 2": 2}
-STRATEGY_NAMES = list(STRATEGIES)
+LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
+STRATEGY_NAMES = tuple(STRATEGIES)
 
 CSS = """
 .rr-anatomy { font-size: 14px; }
@@ -46,7 +47,7 @@ CSS = """
 .rr-title { margin: 8px 0 4px; }
 """
 
-# Review-queue keys. Ignored while typing in a text field; active only while the Review tab is visible.
+# Review-queue keys. Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
 KEYBOARD_JS = """
 <script>
 (() => {
@@ -58,6 +59,7 @@ KEYBOARD_JS = """
     return tag === "input" && !["checkbox", "radio", "button", "submit"].includes((t.type || "").toLowerCase());
   };
   document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && typing(e.target)) { e.target.blur(); return; }  // Esc: back to the shortcuts
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat || typing(e.target)) return;
     const id = keys[(e.key || "").toLowerCase()];
     const button = id && document.getElementById(id);
@@ -151,7 +153,7 @@ def _judge_tab(services: AppServices) -> _JudgeView:
                                      height=120)
             label = gr.Radio(list(LABELS), value="unknown", label="Known better response", elem_id="judge-label")
             with gr.Row():
-                strategy = gr.Dropdown(STRATEGY_NAMES, value=settings.strategy, label="Strategy")
+                strategy = gr.Dropdown(list(STRATEGY_NAMES), value=settings.strategy, label="Strategy")
                 seed = gr.Number(value=settings.seed, precision=0, label="Seed")
             with gr.Row():
                 run = gr.Button("Judge", variant="primary", elem_id="judge-run")
@@ -161,7 +163,7 @@ def _judge_tab(services: AppServices) -> _JudgeView:
     with gr.Row():
         verdict = gr.Textbox(label="Final verdict", interactive=False, scale=3, elem_id="judge-verdict")
         judgment_id = gr.Number(None, label="Judgment #", precision=0, interactive=False, scale=1, elem_id="judge-id")
-    switch = gr.Radio(STRATEGY_NAMES, label="Re-aggregate the same rollouts with another strategy",
+    switch = gr.Radio(list(STRATEGY_NAMES), label="Re-aggregate the same rollouts with another strategy",
                       elem_id="judge-switch")
     anatomy = gr.HTML(elem_id="judge-anatomy", js_on_load=None)
     plot = gr.BarPlot(x="sample", y="confidence", color="role", title="Confidence per analysis (Eq. 5)",
@@ -179,7 +181,8 @@ def _judge_tab(services: AppServices) -> _JudgeView:
 
     def judge(q, msgs, a, b, lab, strat, sd, base_pair, request: gr.Request, progress=gr.Progress()):
         try:
-            pair = build_pair(query=q, messages=msgs, response_1=a, response_2=b, label=LABELS[lab], base=base_pair)
+            pair = build_pair(query=q or "", messages=msgs or "", response_1=a or "", response_2=b or "",
+                              label=LABELS[lab or "unknown"], base=base_pair)
             result = _run_cancellable(services, f"{_session(request)}:judge", lambda cancel: services.judge(
                 pair, strategy=strat, seed=sd, cancel=cancel, progress=_progress_adapter(progress)))
         except ReflectRMError as exc:
@@ -325,7 +328,8 @@ def _wire_judge_audit(services: AppServices, judge: _JudgeView, audit: _AuditVie
 
     def both_orders(q, msgs, a, b, lab, strat, sd, base_pair, request: gr.Request, progress=gr.Progress()):
         try:
-            pair = build_pair(query=q, messages=msgs, response_1=a, response_2=b, label=LABELS[lab], base=base_pair)
+            pair = build_pair(query=q or "", messages=msgs or "", response_1=a or "", response_2=b or "",
+                              label=LABELS[lab or "unknown"], base=base_pair)
             result = _run_cancellable(services, f"{_session(request)}:judge", lambda cancel: services.audit(
                 pair, seed=sd, cancel=cancel, progress=_progress_adapter(progress)))
         except ReflectRMError as exc:
@@ -441,8 +445,10 @@ def _review_tab(services: AppServices, tab: gr.Tab) -> None:
     nxt.click(next_item, [skipped, source], shown, api_visibility="private", concurrency_limit=8)
     skip.click(skip_item, [current, skipped, source], [*shown, skipped], api_visibility="private", concurrency_limit=8)
     open_btn.click(open_item, jump, shown, api_visibility="private")
-    tab.select(lambda cur, skip_ids, src, request: next_item(skip_ids, src, request) if not cur else {},
-               [current, skipped, source], shown, api_visibility="private")
+    def first_item(cur, skip_ids, src, request: gr.Request):
+        return {} if cur else next_item(skip_ids, src, request)
+
+    tab.select(first_item, [current, skipped, source], shown, api_visibility="private")
 
 
 # --- Curate ---------------------------------------------------------------------------------------------------
@@ -624,7 +630,7 @@ def _history_tab(services: AppServices, judge: _JudgeView, tabs: gr.Tabs, tab: g
 
 def _source_choices(services: AppServices, copies: int) -> list[Any]:
     names = services.sources()
-    return [gr.update(choices=names, value=names[0] if names else None)] * copies
+    return [gr.update(choices=names, value=names[0] if names else None) for _ in range(copies)]
 
 
 # --- the API and the whole app --------------------------------------------------------------------------------
@@ -673,6 +679,7 @@ def _api(services: AppServices) -> None:
 def build_app(services: AppServices) -> gr.Blocks:
     """The whole app: five tabs and the named API."""
     with gr.Blocks(title="ReflectRM", analytics_enabled=False) as demo:
+        _api(services)  # first, so the endpoints get their plain names (/judge, /audit, /correct, /rejudge)
         gr.Markdown("## ReflectRM: look inside judgments, audit positional bias, correct the judge")
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Judge", id="judge", elem_id="tab-judge"):
@@ -686,7 +693,6 @@ def build_app(services: AppServices) -> gr.Blocks:
             with gr.Tab("History", id="history", elem_id="tab-history") as history_tab:
                 _history_tab(services, judge, tabs, history_tab)
         _wire_judge_audit(services, judge, audit, tabs)
-        _api(services)
         demo.load(lambda: _source_choices(services, 2), None, [judge.source, audit.source], api_visibility="private")
     return demo
 

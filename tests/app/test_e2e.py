@@ -1,0 +1,276 @@
+"""End to end: the real `reflectrm app` (demo judge, SQLite) in a subprocess, driven by Chromium.
+
+The store is seeded before the server starts with judgments from a scripted judge (fast, and with
+analyses that are sure to differ, some of them hostile); judging in the browser uses the real demo
+judge. One server and one browser serve the whole module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from db.services import JudgmentStore  # noqa: E402
+from reflectrm.backends import ScriptedBackend  # noqa: E402
+from reflectrm.backends.base import Completion, SamplingParams  # noqa: E402
+from reflectrm.core.config import JudgeConfig  # noqa: E402
+from reflectrm.core.types import PreferencePair  # noqa: E402
+from reflectrm.pipeline import judge_many  # noqa: E402
+from tests.app.browser import CHROMIUM, launch_chromium, running_app  # noqa: E402
+from tests.conftest import critique_output, response_output  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's Chromium at {CHROMIUM}"),
+]
+
+IMG = "<img src=x onerror=alert(1)>"
+SCRIPT = "<script>alert(1)</script>"
+SEEDED = 10  # scripted judgments in the store before the server starts
+
+
+def _alternating_judge() -> ScriptedBackend:
+    """Stage-1 outputs alternate between the two verdicts with distinct analyses (so corrections always
+    derive reflection pairs); every third analysis carries hostile markup."""
+    counter = itertools.count()
+
+    def respond(prompt: str, seed: int, params: SamplingParams) -> Completion:
+        if "## Critiques for Judgment" in prompt:
+            return Completion(critique_output(1), (), 5)
+        k = next(counter)
+        text = f"analysis {k} {IMG if k % 3 == 0 else SCRIPT if k % 3 == 1 else 'plain'}"
+        return Completion(response_output(1 + k % 2, text), tuple(-0.05 * (k % 7 + 1) for _ in range(9)), 9)
+
+    return ScriptedBackend(respond)
+
+
+def _seed(url: str) -> list[int]:
+    pairs = [PreferencePair.from_query(f"What is {10 + k} + {20 + k}? {IMG if k == 0 else ''}", f"{30 + 2 * k}",
+                                       f"{31 + 2 * k} {SCRIPT if k == 0 else ''}", label=1, id=f"seed-{k}",
+                                       source="seeded", subset="add")
+             for k in range(SEEDED)]
+    judgments = list(judge_many(pairs, _alternating_judge(), JudgeConfig(max_new_tokens=16)))
+    with JudgmentStore.open(url) as store:
+        return store.record(judgments, swapped=False)
+
+
+@pytest.fixture(scope="module")
+def db_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'app.db'}"
+
+
+@pytest.fixture(scope="module")
+def seeded_ids(db_url: str) -> list[int]:
+    return _seed(db_url)
+
+
+@pytest.fixture(scope="module")
+def app_url(db_url: str, seeded_ids: list[int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_app(db_url, log=tmp_path_factory.mktemp("log") / "app.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def dialogs() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, app_url: str, dialogs: list[str]) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    p = context.new_page()
+    p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    p.goto(app_url)
+    p.wait_for_selector("#judge-run")
+    yield p
+    context.close()
+
+
+def value(page: Page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id} textarea, #{elem_id} input").first.input_value()
+
+
+def wait_value(page: Page, elem_id: str, pattern: str, timeout_s: float = 60) -> str:
+    """Wait until a Textbox's value matches `pattern` (a regex); returns the value."""
+    expect(page.locator(f"#{elem_id} textarea").first).to_have_value(re.compile(pattern), timeout=timeout_s * 1000)
+    return value(page, elem_id)
+
+
+def table(page: Page, elem_id: str) -> list[dict[str, str]]:
+    """A gr.Dataframe's rows as {column: text} (the rows the browser has rendered)."""
+    return page.evaluate("""(sel) => {
+        const root = document.querySelector(sel);
+        const heads = Array.from(root.querySelectorAll('[role=columnheader]')).map(th => th.innerText.trim());
+        return Array.from(root.querySelectorAll('[role=row]'))
+            .map(tr => Array.from(tr.querySelectorAll('[role=gridcell], td')).map(td => td.innerText.trim()))
+            .filter(cells => cells.length && cells.some(c => c !== ''))
+            .map(cells => Object.fromEntries(cells.map((c, k) => [heads[k], c])));
+    }""", f"#{elem_id}")
+
+
+def wait_rows(page: Page, elem_id: str, keep, count: int, timeout_s: float = 20) -> list[dict[str, str]]:  # noqa: ANN001
+    """Wait until `count` rendered rows satisfy `keep`; returns them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = [r for r in table(page, elem_id) if keep(r)]
+        if len(rows) == count or time.monotonic() > deadline:
+            return rows
+        page.wait_for_timeout(200)
+
+
+def open_tab(page: Page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+# --- judge --------------------------------------------------------------------------------------------------------
+
+
+def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -> None:
+    page.fill("#judge-query textarea", "What is 47 + 38?")
+    page.fill("#judge-r1 textarea", "47 + 38 = 85.")
+    page.fill("#judge-r2 textarea", "The answer is 75.")
+    page.click("#judge-run")
+    verdict = wait_value(page, "judge-verdict", r"^(Response [12] is better than Response [12]|ABSTAIN)")
+    assert verdict.startswith("Response"), verdict
+    anatomy = page.locator("#judge-anatomy")
+    expect(anatomy.locator("[data-testid=analysis-card]")).to_have_count(8)
+    anchor = anatomy.locator(".rr-card.rr-anchor")
+    expect(anchor).to_have_count(1)
+    expect(anchor).to_contain_text("ANCHOR")
+    expect(anatomy.locator('[data-field="anchor"]')).to_contain_text("highest confidence")
+    expect(anatomy.locator("[data-testid=reflection-row]")).to_have_count(7)
+    jid = value(page, "judge-id")
+    # the strategy switch re-aggregates the same rollouts: nothing regenerated, nothing new recorded
+    page.locator("#judge-switch label", has_text=re.compile(r"^\s*majority\s*$")).click()
+    expect(anatomy.locator('[data-field="record"]')).to_contain_text("nothing regenerated")
+    expect(anatomy.locator('[data-field="strategy"]')).to_contain_text("majority")
+    assert value(page, "judge-id") == jid
+
+
+# --- hostile text -------------------------------------------------------------------------------------------------
+
+
+def test_hostile_text_is_shown_as_text_and_runs_nothing(page: Page, dialogs: list[str], seeded_ids: list[int]) -> None:
+    page.fill("#judge-query textarea", "Which is right? 2 + 2 ${alert(1)}")
+    page.fill("#judge-r1 textarea", f"4 {IMG}")
+    page.fill("#judge-r2 textarea", f"5 {SCRIPT}")
+    page.click("#judge-run")
+    wait_value(page, "judge-status", r"^(judged|error)")
+    assert value(page, "judge-status").startswith("judged")
+    # a stored judgment whose analyses and responses carry the markup, reopened in History
+    open_tab(page, "History")
+    page.fill("#history-id input", str(seeded_ids[0]))
+    page.click("#history-open")
+    anatomy = page.locator("#history-anatomy")
+    expect(anatomy.locator("[data-testid=analysis-card]").first).to_contain_text(IMG)
+    expect(anatomy).to_contain_text(SCRIPT)
+    expect(page.locator("#history-table")).to_contain_text(IMG)
+    # the review queue shows the same pair's responses
+    open_tab(page, "Review queue")
+    page.fill("#review-jump input", str(seeded_ids[0]))
+    page.click("#review-open")
+    wait_value(page, "review-resp2", re.escape(SCRIPT))
+    page.wait_for_timeout(500)
+    assert page.locator("#history-anatomy img, #judge-anatomy img, #review-anatomy img").count() == 0
+    assert page.locator("main script").count() == 0
+    assert page.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
+    assert dialogs == []
+
+
+# --- review with the keyboard, then curate ------------------------------------------------------------------------
+
+
+def _review_first_item(page: Page) -> int:
+    open_tab(page, "Review queue")
+    header = wait_value(page, "review-header", r"^Judgment #\d+")
+    return int(re.match(r"Judgment #(\d+)", header).group(1))
+
+
+def test_a_keyboard_correction_derives_reflection_pairs_shown_in_curate(page: Page) -> None:
+    jid = _review_first_item(page)
+    page.locator("#review-wrong label").nth(0).click()  # a mark on one analysis
+    page.fill("#review-note textarea", "checked by hand")
+    page.keyboard.press("Escape")  # leave the note field: keys act as shortcuts again
+    page.keyboard.press("1")
+    saved = wait_value(page, "review-status", r"^(Saved|error)")
+    found = re.search(r"#0 wrong; derived 1 preference example\(s\) and (\d+) reflection pair\(s\)", saved)
+    assert found, saved
+    pairs = int(found.group(1))
+    assert pairs >= 1
+    page.keyboard.press("n")
+    wait_value(page, "review-header", rf"^Judgment #(?!{jid}\b)\d+")
+    open_tab(page, "Curate")
+    page.locator("#curate-kind label", has_text="reflection").click()
+    page.fill("#curate-search textarea", "")
+    page.click("#curate-show")
+    rows = wait_rows(page, "curate-table", lambda r: r.get("judgment") == str(jid), pairs)
+    assert len(rows) == pairs
+    assert all(r["label"] in ("Critique 1", "Critique 2") and r["person"] == "Response 1" for r in rows)
+    expect(page.locator("#curate-mix textarea")).to_have_value(re.compile(r"Pref:Refl"))
+
+
+# --- two reviewers at once ----------------------------------------------------------------------------------------
+
+
+def test_two_browser_contexts_correcting_different_items_lose_nothing(browser: Browser, app_url: str,
+                                                                      db_url: str) -> None:
+    pages = []
+    for _ in range(2):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        p = context.new_page()
+        p.goto(app_url)
+        p.wait_for_selector("#judge-run")
+        pages.append(p)
+    try:
+        ids = [_review_first_item(p) for p in pages]
+        assert ids[0] != ids[1], "two reviewers were given the same item"
+        for k, p in enumerate(pages):
+            p.fill("#review-author textarea", f"reviewer-{k}")
+            p.locator("#review-right label").nth(k + 1).click()
+        # press both before waiting for either: the two saves are in flight together
+        for k, p in enumerate(pages):
+            p.locator(f"#review-r{k + 1}").dispatch_event("click")
+        for p in pages:
+            wait_value(p, "review-status", r"^(Saved|error)")
+        with JudgmentStore.open(db_url) as store:
+            got = {c.judgment_id: c for c in store.corrections(include_withdrawn=False)}
+        for k, jid in enumerate(ids):
+            assert jid in got, f"the correction of #{jid} was lost"
+            assert (got[jid].verdict, got[jid].author, got[jid].marks) == (k + 1, f"reviewer-{k}", {k + 1: "right"})
+            assert got[jid].reflection_pair_ids
+    finally:
+        for p in pages:
+            p.context.close()
+
+
+# --- the named API ------------------------------------------------------------------------------------------------
+
+
+def test_named_api_endpoints_judge_audit_correct(app_url: str, seeded_ids: list[int]) -> None:
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    judged = client.predict("What is 12 + 30?", "42", "52", api_name="/judge")
+    assert len(judged["judgment"]["rollouts"]) == 8 and judged["judgment_id"] > seeded_ids[-1]
+    audited = client.predict("What is 12 + 30?", "42", "52", api_name="/audit")
+    assert audited["consistent"] in (True, False, None)
+    assert audited["swapped"]["judgment"]["pair"]["response_1"] == "52"
+    corrected = client.predict(judged["judgment_id"], 1, "api-user", "", '{"0": "right"}', api_name="/correct")
+    assert corrected["verdict"] == 1 and corrected["marks"] == {"0": "right"}
+    assert corrected["preference_example_ids"]

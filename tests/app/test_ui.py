@@ -1,0 +1,52 @@
+"""The Blocks and the `reflectrm app` command, built in-process (no server)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from app.cli import build_parser
+from app.services import AppServices
+from app.ui import build_app
+
+APP = Path(__file__).resolve().parents[2] / "app"
+
+
+def test_named_api_endpoints_have_plain_names(services: AppServices) -> None:
+    demo = build_app(services)
+    public = {d["api_name"] for d in demo.config["dependencies"] if d.get("api_visibility") == "public"}
+    assert public == {"judge", "audit", "correct", "rejudge"}
+
+
+def test_five_tabs(services: AppServices) -> None:
+    demo = build_app(services)
+    labels = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
+    assert labels == ["Judge", "Audit", "Review queue", "Curate", "History"]
+
+
+def test_app_command_defaults_and_options() -> None:
+    args = build_parser().parse_args(["app"])
+    assert (args.host, args.port, args.db, args.model) == (None, None, None, None)  # settings decide: 127.0.0.1:7860
+    args = build_parser().parse_args(["app", "--host", "0.0.0.0", "--port", "8080", "--db", "x.db",
+                                      "--model", "/m", "--backend", "transformers"])
+    assert (args.host, args.port, args.db, args.model, args.backend) == ("0.0.0.0", 8080, "x.db", "/m", "transformers")
+
+
+def _module_level_mutables(path: Path) -> list[str]:
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            value = node.value
+            if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) or (
+                isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("list", "dict", "set", "defaultdict")
+            ):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found += [f"{path.name}:{getattr(t, 'id', '?')}" for t in targets]
+    return found
+
+
+def test_no_module_level_mutable_state() -> None:
+    # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings)
+    modules = ("settings.py", "services.py", "views.py", "ui.py", "app_cli.py")
+    found = [m for name in modules for m in _module_level_mutables(APP / name)]
+    assert found == []
