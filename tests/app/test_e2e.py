@@ -274,3 +274,26 @@ def test_named_api_endpoints_judge_audit_correct(app_url: str, seeded_ids: list[
     corrected = client.predict(judged["judgment_id"], 1, "api-user", "", '{"0": "right"}', api_name="/correct")
     assert corrected["verdict"] == 1 and corrected["marks"] == {"0": "right"}
     assert corrected["preference_example_ids"]
+
+
+# --- progress and Stop --------------------------------------------------------------------------------------------
+
+
+def test_stop_cancels_a_running_judgment_and_records_nothing(page: Page, db_url: str) -> None:
+    with JudgmentStore.open(db_url) as store:
+        before = store.counts()["judgments"]
+    page.fill("#judge-query textarea", "What is 61 + 29?")
+    page.fill("#judge-r1 textarea", "90")
+    page.fill("#judge-r2 textarea", "80")
+    page.click("#judge-run")
+    progress = page.locator("#judge-anatomy").get_by_text(re.compile(r"stage 1: sampling 8 output"))
+    expect(progress).to_be_visible(timeout=30_000)
+    page.click("#judge-stop")
+    assert wait_value(page, "judge-status", r"^(stopped|nothing is running)$") == "stopped"
+    # an unstopped demo judgment finishes well within this time; a stopped one never records
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with JudgmentStore.open(db_url) as store:
+            assert store.counts()["judgments"] == before, "the stopped judgment was recorded"
+        page.wait_for_timeout(1000)
+    assert value(page, "judge-verdict") == ""
