@@ -25,7 +25,7 @@ from db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSumm
 from db.services import JudgmentStore
 from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
 from reflectrm.core.config import JudgeConfig
-from reflectrm.core.types import Choice, Judgment, PreferencePair
+from reflectrm.core.types import ChatMessage, Choice, Judgment, PreferencePair
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.pipeline import judge_many, orders_agree, rejudge
 
@@ -103,10 +103,17 @@ class ReviewLeases:
 
 
 class ModelHolder:
-    """Loads the backend once, on first use or in the background at start-up."""
+    """Loads the backend once, on first use or in the background at start-up.
 
-    def __init__(self, loader: Callable[[], Backend]) -> None:
+    Args:
+        loader: builds the backend.
+        warm: run once on the new backend before anyone uses it (a first generation in a process pays
+            one-off set-up costs, several seconds on CPU, that should not land on the first click).
+    """
+
+    def __init__(self, loader: Callable[[], Backend], *, warm: Callable[[Backend], None] | None = None) -> None:
         self._loader = loader
+        self._warm_fn = warm
         self._lock = threading.Lock()
         self._backend: Backend | None = None
 
@@ -114,8 +121,11 @@ class ModelHolder:
         with self._lock:
             if self._backend is None:
                 started = time.perf_counter()
-                self._backend = self._loader()
-                log.info("model loaded in %.1fs", time.perf_counter() - started)
+                backend = self._loader()
+                if self._warm_fn is not None:
+                    self._warm_fn(backend)
+                self._backend = backend
+                log.info("model loaded and warmed up in %.1fs", time.perf_counter() - started)
             return self._backend
 
     def warm_up(self) -> threading.Thread:
@@ -473,7 +483,7 @@ class AppServices:
         if backend is not None:
             holder = ModelHolder(lambda: backend)
         else:
-            holder = ModelHolder(lambda: _load_backend(settings))
+            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.warm_up else None)
             if settings.warm_up:
                 holder.warm_up()
         return cls(store=store, settings=settings, model=holder)
@@ -741,6 +751,13 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
         judge_verdict=judge_verdict, human_verdict=human, critique_1=critiques[0], critique_2=critiques[1],
         judgment_id=record.judgment_id, correction_id=record.correction_id, created_at=record.created_at,
     )
+
+
+def warm_up_generation(backend: Backend) -> None:
+    """Generate a few tokens the way a judgment does (8 sampled with log-probs, then one greedy)."""
+    prompt = (ChatMessage("user", "What is 1 + 1?"),)
+    backend.generate([GenerationRequest(prompt, tuple(range(8)))], SamplingParams(max_new_tokens=8, logprobs=True))
+    backend.generate([GenerationRequest(prompt, (0,))], SamplingParams(temperature=0.0, max_new_tokens=8))
 
 
 def _load_backend(settings: AppSettings) -> Backend:

@@ -336,3 +336,12 @@ def test_history_is_newest_first_and_searchable(services: AppServices, pair: Pre
     second = services.judge(other).judgment_id
     assert [s.id for s in services.history()] == [second, first]
     assert [s.id for s in services.history(search="9 * 12")] == [second]
+
+
+def test_the_model_is_warmed_up_once_before_first_use(scripted_backend: ScriptedBackend) -> None:
+    from app.services import ModelHolder, warm_up_generation
+
+    holder = ModelHolder(lambda: scripted_backend, warm=warm_up_generation)
+    holder.warm_up().join()
+    assert len(scripted_backend.calls) == 9  # 8 samples + 1 greedy
+    assert holder.get() is scripted_backend and len(scripted_backend.calls) == 9
