@@ -15,12 +15,13 @@ Several GPUs or nodes: launch the same command under `accelerate launch` with on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class TrainConfig:
     vllm_server_url: str | None = None  # server mode: where `trl vllm-serve` listens (None: http://localhost:8000)
     device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda"
     bf16: bool | None = None  # None: bf16 on CUDA, fp32 on CPU
+    cpu_threads: int | None = None  # torch threads on CPU (None: torch's default); 1 wins on a busy machine
     gradient_checkpointing: bool = True  # trade compute for memory (off for tiny models)
     save_steps: int = 50  # checkpoint every N steps (and at the end, and on cancel)
     save_total_limit: int | None = 3  # keep the newest N checkpoints (None: all)
@@ -84,6 +86,8 @@ class TrainConfig:
             raise ConfigError(f"learning_rate must be > 0 (paper: 1e-6), got {self.learning_rate!r}")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0 (GRPO samples; paper: 1.0), got {self.temperature!r}")
+        if self.cpu_threads is not None:
+            _positive_int("cpu_threads", self.cpu_threads)
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise ConfigError(f"max_time_s must be > 0 seconds (or None: no budget), got {self.max_time_s!r}")
         if self.max_steps <= 0 and not self.epochs > 0:
@@ -242,19 +246,26 @@ def train(
     """
     files = RunFiles(Path(output_dir))
     files.root.mkdir(parents=True, exist_ok=True)
-    files.cancel.unlink(missing_ok=True)
-    files.update_status(state="starting", pid=os.getpid(), pid_start=process_start(os.getpid()), error="",
-                        finished_at=None, finished_unix=None)
+    main = _is_main_process()  # under accelerate launch every process runs this; one writes the status
+    if main:
+        files.cancel.unlink(missing_ok=True)
+        files.update_status(state="starting", pid=os.getpid(), pid_start=process_start(os.getpid()), error="",
+                            finished_at=None, finished_unix=None)
     try:
         result = _train(data, model=model, files=files, config=config, resume=resume, stop=stop or threading.Event())
     except BaseException as exc:
-        state = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
-        files.update_status(state=state, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
-                            finished_unix=_now())
+        if main:
+            files.update_status(state="cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
+                                error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(), finished_unix=_now())
         raise
-    files.update_status(state=result.state, step=result.step, finished_at=now_iso(), finished_unix=_now(),
-                        final_model=str(result.final_model) if result.final_model else None)
+    if main:
+        files.update_status(state=result.state, step=result.step, finished_at=now_iso(), finished_unix=_now(),
+                            final_model=str(result.final_model) if result.final_model else None)
     return result
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _now() -> float:
@@ -288,7 +299,8 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
         callbacks=[RunCallback(files, stop, max_time_s=config.max_time_s)],
     )
     log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
-    output = trainer.train(resume_from_checkpoint=checkpoint)
+    with _cpu_threads(config):
+        output = trainer.train(resume_from_checkpoint=checkpoint)
     step = trainer.state.global_step
     cancelled = stop.is_set() or files.cancel.exists()
     final = None if cancelled else export_final(trainer, tokenizer, files.final, meta={
@@ -296,6 +308,22 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     checkpoints = [c for c in list_checkpoints(files.root) if not c.final]
     return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
                        last_checkpoint=checkpoints[-1].path if checkpoints else None, metrics=dict(output.metrics))
+
+
+@contextlib.contextmanager
+def _cpu_threads(config: TrainConfig) -> Iterator[None]:
+    """torch's CPU thread count set to `config.cpu_threads` while training, then put back."""
+    import torch
+
+    if config.cpu_threads is None or resolve_device(config.device) != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(config.cpu_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def export_final(trainer: Any, tokenizer: Any, where: Path, *, meta: Mapping[str, Any]) -> Path | None:
@@ -314,7 +342,7 @@ def export_final(trainer: Any, tokenizer: Any, where: Path, *, meta: Mapping[str
 
 def _recording(reward: Any, files: RunFiles, config: TrainConfig, *, record: bool) -> Any:
     """`reward`, also appending the first few completions of each call to the run's completions.jsonl."""
-    main_process = int(os.environ.get("RANK", "0")) == 0 and record
+    main_process = _is_main_process() and record
 
     def recorded(completions: Any, label: Any = None, task: Any = None, **kwargs: Any) -> list[float]:
         values = reward(completions=completions, label=label, task=task, **kwargs)

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 # Tiny and fast: 2 prompts x 4 completions per step, short completions, no gradient checkpointing.
 FAST = TrainConfig(learning_rate=5e-5, batch_size=2, num_generations=4, per_device_batch_size=8,
                    max_completion_length=96, max_steps=3, save_steps=50, device="cpu",
-                   gradient_checkpointing=False, completions_to_record=2)
+                   gradient_checkpointing=False, completions_to_record=2, cpu_threads=1)
 
 
 def demo_examples(n: int = 12) -> list[TrainingExample]:
@@ -91,6 +91,21 @@ def test_three_grpo_steps_change_the_weights_and_leave_a_checkpoint_judge_loads(
         assert judged["verdict"] in (1, 2, None)
 
 
+def test_lora_run_merges_into_final_and_its_adapter_checkpoint_loads(snapshot, tmp_path):
+    from reflectrm.backends import load_backend
+
+    run = tmp_path / "lora"
+    result = train(snapshot, model=str(DEMO_MODEL_DIR), output_dir=run,
+                   config=FAST.with_(max_steps=2, lora=True, lora_r=8, learning_rate=1e-3))
+    (adapter, final) = list_checkpoints(run)
+    assert (adapter.step, adapter.lora, final.final, final.lora) == (2, True, True, False)
+    before, after = _weights(DEMO_MODEL_DIR), _weights(result.final_model)
+    assert not any("lora" in k for k in after)  # merged: a plain model judge --model loads
+    assert max((before[k] - after[k]).abs().max().item() for k in before if k in after) > 1e-6
+    backend = load_backend(str(adapter.path), device="cpu")  # transformers attaches the adapter via peft
+    assert backend.model_id == str(adapter.path)
+
+
 def test_job_lifecycle_cancel_resume_kill_crash(snapshot, tmp_path):
     config = FAST.with_(max_steps=40, save_steps=1)
     job = jobs.start_run(tmp_path / "run", data=snapshot, model=str(DEMO_MODEL_DIR), config=config,
@@ -109,10 +124,12 @@ def test_job_lifecycle_cancel_resume_kill_crash(snapshot, tmp_path):
     assert job.progress().state == "interrupted"
     assert jobs.reconcile(job.run_dir) == "interrupted"
 
-    job = jobs.resume_run(job.run_dir, max_steps=cancelled_at + 2, env={"OMP_NUM_THREADS": "1"})
+    last = list_checkpoints(job.run_dir)[-1].step
+    assert last >= cancelled_at
+    job = jobs.resume_run(job.run_dir, max_steps=last + 1, env={"OMP_NUM_THREADS": "1"})
     p = job.wait(180)
     assert p.state == "completed", p.log_tail
-    assert p.step == cancelled_at + 2 and p.checkpoints[-1].final
+    assert p.step == last + 1 and p.checkpoints[-1].final
     log = (job.run_dir / "train.log").read_text()
     assert log.count(f"resuming from {job.run_dir}/checkpoint-") == 2  # both restarts picked up a checkpoint
 
