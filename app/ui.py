@@ -279,7 +279,7 @@ class _AuditView:
     source: Any = None
 
 
-def _audit_tab(services: AppServices, judge: _JudgeView) -> _AuditView:
+def _audit_tab(services: AppServices, tab: gr.Tab) -> _AuditView:
     view = _AuditView()
     gr.Markdown("**Both orders of one pair** — use *Audit both orders* in the Judge tab.")
     view.banner = gr.Textbox(label="Positional consistency", interactive=False, elem_id="audit-banner")
@@ -297,11 +297,12 @@ def _audit_tab(services: AppServices, judge: _JudgeView) -> _AuditView:
         run = gr.Button("Run batch audit", variant="primary", elem_id="audit-run")
         stop = gr.Button("Stop", variant="stop", elem_id="audit-stop")
     status = gr.Textbox(label="Status", interactive=False, elem_id="audit-status")
-    table = gr.Dataframe(label="Per subset", interactive=False, elem_id="audit-table")
+    empty_table, _, empty_flipped = views.empty_audit_frames()  # the chart starts empty: an empty frame fixes its colours
+    table = gr.Dataframe(empty_table, label="Per subset", interactive=False, elem_id="audit-table")
     chart = gr.BarPlot(x="bar", y="value", color="metric", y_lim=[0, 1], x_label_angle=-30, height=300,
                        title="Both-orders accuracy, flip rate, first-position win rate", elem_id="audit-chart")
-    view.flipped = gr.Dataframe(label="Flipped pairs (select a row to open it in Judge)", interactive=False,
-                                elem_id="audit-flipped")
+    view.flipped = gr.Dataframe(empty_flipped, label="Flipped pairs (select a row to open it in Judge)",
+                                interactive=False, elem_id="audit-flipped")
 
     def batch(name, size, sd, request: gr.Request, progress=gr.Progress()):
         try:
@@ -316,7 +317,11 @@ def _audit_tab(services: AppServices, judge: _JudgeView) -> _AuditView:
     def stop_batch(request: gr.Request):
         return "stopped" if services.cancels.cancel(f"{_session(request)}:audit") else "nothing is running"
 
-    refresh.click(lambda: gr.update(choices=services.sources()), None, source, api_visibility="private")
+    def sources(current):
+        return _source_choices(services, 1, current=current or "")[0]
+
+    refresh.click(sources, source, source, api_visibility="private")
+    tab.select(sources, source, source, api_visibility="private")
     event = run.click(batch, [source, sample, seed], [status, table, chart, view.flipped], api_visibility="private",
                       concurrency_limit=2)
     stop.click(stop_batch, None, status, cancels=[event], queue=False, api_visibility="private")
@@ -341,9 +346,10 @@ def _wire_judge_audit(services: AppServices, judge: _JudgeView, audit: _AuditVie
             audit.left: views.anatomy_html(result.original, title="Original order"),
             audit.right: views.anatomy_html(result.swapped, title="Swapped order (Response 1 and 2 exchanged)"),
             tabs: gr.Tabs(selected="audit"),
+            audit.source: _source_choices(services, 1, current=pair.source)[0],
         }
 
-    outs = [judge.outputs[0], audit.banner, audit.ids, audit.left, audit.right, tabs]
+    outs = [judge.outputs[0], audit.banner, audit.ids, audit.left, audit.right, tabs, audit.source]
     event = judge.audit_button.click(both_orders, judge.run_inputs, outs, api_visibility="private",
                                      concurrency_limit=4)
     judge.stop_button.click(judge.stop_fn, None, judge.outputs[0], cancels=[*judge.events, event],
@@ -369,7 +375,7 @@ def _review_tab(services: AppServices, tab: gr.Tab) -> None:
     with gr.Row():
         reviewer = gr.Textbox(label="Your name (recorded with corrections)", value="", scale=2, elem_id="review-author")
         source = gr.Textbox(label="Only this data set (optional)", scale=2, elem_id="review-source")
-        jump = gr.Number(label="Open judgment #", precision=0, scale=1, elem_id="review-jump")
+        jump = gr.Number(None, label="Open judgment #", precision=0, scale=1, elem_id="review-jump")
         open_btn = gr.Button("Open", scale=1, elem_id="review-open")
     header = gr.Textbox(label="Item", interactive=False, lines=2, elem_id="review-header")
     current = gr.Number(label="Judgment under review", precision=0, interactive=False, visible=False,
@@ -582,7 +588,7 @@ def _history_tab(services: AppServices, judge: _JudgeView, tabs: gr.Tabs, tab: g
     with gr.Row():
         search = gr.Textbox(label="Search query or source", scale=3, elem_id="history-search")
         refresh = gr.Button("Refresh", scale=1, elem_id="history-refresh")
-        jid = gr.Number(label="Judgment #", precision=0, scale=1, elem_id="history-id")
+        jid = gr.Number(None, label="Judgment #", precision=0, scale=1, elem_id="history-id")
         open_btn = gr.Button("Reopen", scale=1, elem_id="history-open")
     table = gr.Dataframe(label="Stored judgments, newest first (select a row to reopen it)", interactive=False,
                          elem_id="history-table")
@@ -628,9 +634,11 @@ def _history_tab(services: AppServices, judge: _JudgeView, tabs: gr.Tabs, tab: g
     to_judge.click(open_in_judge, jid, [*open_outs, status], api_visibility="private")
 
 
-def _source_choices(services: AppServices, copies: int) -> list[Any]:
+def _source_choices(services: AppServices, copies: int, *, current: str = "") -> list[Any]:
+    """Dropdown updates listing the data sets (keeping `current` selected when it is one)."""
     names = services.sources()
-    return [gr.update(choices=names, value=names[0] if names else None) for _ in range(copies)]
+    value = current if current in names else (names[0] if names else None)
+    return [gr.update(choices=names, value=value) for _ in range(copies)]
 
 
 # --- the API and the whole app --------------------------------------------------------------------------------
@@ -684,8 +692,8 @@ def build_app(services: AppServices) -> gr.Blocks:
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Judge", id="judge", elem_id="tab-judge"):
                 judge = _judge_tab(services)
-            with gr.Tab("Audit", id="audit", elem_id="tab-audit"):
-                audit = _audit_tab(services, judge)
+            with gr.Tab("Audit", id="audit", elem_id="tab-audit") as audit_tab:
+                audit = _audit_tab(services, audit_tab)
             with gr.Tab("Review queue", id="review", elem_id="tab-review") as review_tab:
                 _review_tab(services, review_tab)
             with gr.Tab("Curate", id="curate", elem_id="tab-curate") as curate_tab:

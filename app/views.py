@@ -187,7 +187,7 @@ def confidence_frame(j: Judgment) -> pd.DataFrame:
     """One bar per sample (Eq. 5 confidence), coloured by its role; -inf samples left out."""
     rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "confidence": r.confidence, "role": _role(r, j)}
             for r in j.rollouts if math.isfinite(r.confidence)]
-    return pd.DataFrame(rows, columns=["sample", "confidence", "role"])
+    return pd.DataFrame(rows, columns=["sample", "confidence", "role"]).astype({"confidence": float})
 
 
 def pair_fields(j: Judgment) -> dict[str, str]:
@@ -226,20 +226,28 @@ def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, 
         "subset": s.subset, "pairs": s.pairs,
         "both-orders accuracy": _pct(s.both_orders_accuracy), "flip rate": _pct(s.flip_rate),
         "first-position win rate": _pct(s.first_position_win_rate),
-    } for s in report.subsets])
+    } for s in report.subsets], columns=["subset", "pairs", "both-orders accuracy", "flip rate",
+                                         "first-position win rate"])
     chart = pd.DataFrame([
         {"bar": f"{s.subset}: {name}", "metric": name, "value": value}
         for s in report.subsets
         for name, value in (("both-orders accuracy", s.both_orders_accuracy), ("flip rate", s.flip_rate),
                             ("first-position win rate", s.first_position_win_rate))
         if value is not None
-    ], columns=["bar", "metric", "value"])
+    ], columns=["bar", "metric", "value"]).astype({"bar": str, "metric": str, "value": float})
     flipped = pd.DataFrame([{
         "judgment": f.judgment_id, "swapped twin": f.twin_id, "subset": f.subset, "query": _short(f.query, 80),
         "original verdict": _resp(f.verdict), "swapped verdict": _resp(f.swapped_verdict), "label": _resp(f.label),
     } for f in report.flipped], columns=["judgment", "swapped twin", "subset", "query", "original verdict",
                                          "swapped verdict", "label"])
     return table, chart, flipped
+
+
+def empty_audit_frames() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The batch-audit tables before any audit (headers only)."""
+    from app.services import BatchAuditReport
+
+    return audit_frames(BatchAuditReport(source="", subsets=(), flipped=(), seconds=0.0))
 
 
 def _pct(x: float | None) -> str:
@@ -317,7 +325,7 @@ def mix_frame(mix: Mix) -> pd.DataFrame:
             {"mix": "current", "kind": "reflection", "share": mix.reflection / total if total else 0.0},
             {"mix": "paper 4:1", "kind": "preference", "share": 0.8},
             {"mix": "paper 4:1", "kind": "reflection", "share": 0.2}]
-    return pd.DataFrame(rows, columns=["mix", "kind", "share"])
+    return pd.DataFrame(rows, columns=["mix", "kind", "share"]).astype({"share": float})
 
 
 def snapshots_frame(rows: Sequence[SnapshotRecord]) -> pd.DataFrame:

@@ -297,3 +297,27 @@ def test_stop_cancels_a_running_judgment_and_records_nothing(page: Page, db_url:
             assert store.counts()["judgments"] == before, "the stopped judgment was recorded"
         page.wait_for_timeout(1000)
     assert value(page, "judge-verdict") == ""
+
+
+# --- history ------------------------------------------------------------------------------------------------------
+
+
+def test_history_reopens_a_judgment_as_recorded_and_opens_it_in_judge(page: Page, seeded_ids: list[int],
+                                                                        db_url: str) -> None:
+    target = seeded_ids[3]
+    with JudgmentStore.open(db_url) as store:
+        recorded = store.load(target).judgment
+    open_tab(page, "History")
+    cell = page.locator("#history-table [role=gridcell]", has_text=re.compile(rf"^\s*{target}\s*$")).first
+    cell.click()  # selecting a row reopens it
+    wait_value(page, "history-status", rf"^judgment #{target} recorded")
+    anatomy = page.locator("#history-anatomy")
+    cards = anatomy.locator("[data-testid=analysis-card]")
+    expect(cards).to_have_count(len(recorded.rollouts))
+    for k in (0, len(recorded.rollouts) - 1):
+        expect(cards.nth(k)).to_contain_text(recorded.rollouts[k].analysis)
+    page.click("#history-to-judge")
+    wait_value(page, "judge-status", rf"^opened judgment #{target} as recorded")
+    assert value(page, "judge-query") == recorded.pair.query
+    assert value(page, "judge-id") == str(target)
+    assert value(page, "judge-verdict").startswith(f"Response {recorded.verdict}")
