@@ -12,6 +12,7 @@ Bad input gets one line on stderr naming the problem and the fix, and exit code 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -130,35 +131,43 @@ def done_ids(path: Path) -> set[str]:
 
 def cmd_judge(args: argparse.Namespace) -> int:
     from reflectrm.backends import load_backend
-    from reflectrm.pipeline import judge_many, orders_agree
-    from reflectrm.render import render_judgment
 
     config = config_from_args(args)
     if args.input is None and args.output is not None:
         raise InputError("--output needs --input FILE.jsonl")
     pairs = read_pairs(args.input) if args.input else [_pair_from_args(args)]
-    store = args.open_store(args.db) if getattr(args, "db", None) else None
-    backend = load_backend(args.model, backend=args.backend, device=args.device)
-    if args.input is None:
-        pair = pairs[0]
-        judgments = list(judge_many([pair, pair.swapped()] if args.swap else [pair], backend, config))
-        if store:
-            store.record(judgments, swapped=args.swap)
-        if args.json:
-            payload: dict[str, Any] = judgments[0].to_dict()
-            if args.swap:
-                payload["swapped"] = judgments[1].to_dict()
-                payload["orders_agree"] = orders_agree(*judgments)
-            print(json.dumps(payload, ensure_ascii=False))
-        else:
-            print(render_judgment(judgments[0]))
-            if args.swap:
-                print("\n=== Swapped order ===\n")
-                print(render_judgment(judgments[1]))
-                agree = orders_agree(*judgments)
-                print(f"\nBoth orders: {'consistent' if agree else 'FLIPPED' if agree is False else 'undecided (abstained)'}")
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(args.open_store(args.db)) if getattr(args, "db", None) else None
+        backend = load_backend(args.model, backend=args.backend, device=args.device)
+        if args.input is None:
+            return _judge_one(args, pairs[0], backend, config, store)
+        return _judge_file(args, pairs, backend, config, store)
+
+
+def _judge_one(args: argparse.Namespace, pair: PreferencePair, backend: Any, config: JudgeConfig, store: Any) -> int:
+    from reflectrm.pipeline import judge_many, orders_agree
+    from reflectrm.render import render_judgment
+
+    judgments = list(judge_many([pair, pair.swapped()] if args.swap else [pair], backend, config))
+    ids = store.record(judgments, swapped=args.swap) if store else None
+    agree = orders_agree(*judgments) if args.swap else None
+    if args.json:
+        payload: dict[str, Any] = judgments[0].to_dict()
+        if args.swap:
+            payload["swapped"] = judgments[1].to_dict()
+            payload["orders_agree"] = agree
+        if ids:
+            payload["stored_ids"] = ids
+        print(json.dumps(payload, ensure_ascii=False))
         return 0
-    return _judge_file(args, pairs, backend, config, store)
+    print(render_judgment(judgments[0]))
+    if args.swap:
+        print("\n=== Swapped order ===\n")
+        print(render_judgment(judgments[1]))
+        print(f"\nBoth orders: {'consistent' if agree else 'FLIPPED' if agree is False else 'undecided (abstained)'}")
+    if ids:
+        print(f"Stored as judgment {', '.join(f'#{i}' for i in ids)} in {args.db}")
+    return 0
 
 
 def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], backend: Any, config: JudgeConfig, store: Any) -> int:

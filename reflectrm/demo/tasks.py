@@ -5,7 +5,7 @@ plausibly wrong one (off by one, a dropped carry, swapped digits, ...). Because 
 is computable, every analysis and verdict can be checked exactly. Pure standard library.
 
 Kinds (the pair's `subset`):
-  add  two-digit + two-digit      sub  two-digit - two-digit      mul  one-digit x two-digit (hardest)
+  add  2..49 + 2..49      sub  10..60 - 2..60      mul  2..9 x 2..12 (times tables)
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ class Problem:
 
 def make_problem(rng: random.Random, kind: str) -> Problem:
     if kind == "add":
-        return Problem(kind, rng.randint(10, 99), rng.randint(10, 99))
+        return Problem(kind, rng.randint(2, 49), rng.randint(2, 49))
     if kind == "sub":
-        a = rng.randint(20, 99)
-        return Problem(kind, a, rng.randint(10, a))
-    return Problem(kind, rng.randint(2, 9), rng.randint(10, 99))
+        a = rng.randint(10, 60)
+        return Problem(kind, a, rng.randint(2, a))
+    return Problem(kind, rng.randint(2, 9), rng.randint(2, 12))
 
 
 def wrong_answer(rng: random.Random, p: Problem) -> int:
@@ -112,27 +112,29 @@ def _verdict_word(ok: bool) -> str:
 
 
 def response_analysis(pair: PreferencePair, computed: int) -> tuple[str, int]:
-    """The analysis a judge who computed `computed` writes, and the verdict it implies."""
+    """The analysis a judge who computed `computed` writes, and the verdict it implies.
+
+    It quotes both answers first, then works the problem, then says which answer matches: each
+    step looks back only a short way, which a tiny model learns quickly.
+    """
     p = problem_of(pair)
     v1, v2 = stated_value(pair.response_1, p), stated_value(pair.response_2, p)
-    ok1, ok2 = v1 == computed, v2 == computed
-    text = (
-        f"{p.expression} = {computed}. Response 1 says {v1}, which is {_verdict_word(ok1)}. "
-        f"Response 2 says {v2}, which is {_verdict_word(ok2)}."
-    )
-    choice = 1 if ok1 and not ok2 else 2 if ok2 and not ok1 else 1
-    return text, choice
+    choice = 1 if v1 == computed else 2 if v2 == computed else None
+    ending = f"so Response {choice} is correct." if choice else "so neither is correct."
+    text = f"Response 1 says {v1}. Response 2 says {v2}. {p.expression} = {computed}, {ending}"
+    return text, choice or 1
 
 
 def reflection_analysis(pair: PreferencePair, computed_1: int, computed_2: int) -> tuple[str, int]:
     """The reflection comparing critiques that computed `computed_1` and `computed_2`."""
     p = problem_of(pair)
     v = p.answer
+    choice = 1 if computed_1 == v else 2
     text = (
-        f"{p.expression} = {v}. Critique 1 computes {computed_1}, which is {_verdict_word(computed_1 == v)}. "
-        f"Critique 2 computes {computed_2}, which is {_verdict_word(computed_2 == v)}."
+        f"Critique 1 computes {computed_1}. Critique 2 computes {computed_2}. {p.expression} = {v}, "
+        f"so Critique {choice} is correct."
     )
-    return text, 1 if computed_1 == v else 2
+    return text, choice
 
 
 def response_example(pair: PreferencePair) -> str:

@@ -1,0 +1,48 @@
+"""The demo domain is verifiable: labels, wrong answers and target analyses are all exact."""
+
+import random
+
+import pytest
+
+from reflectrm.core.parsing import parse_output
+from reflectrm.core.prompts import Task
+from reflectrm.demo.tasks import (
+    KINDS,
+    make_pairs,
+    problem_of,
+    reflection_example,
+    response_example,
+    stated_value,
+)
+
+
+def test_labels_point_at_the_right_answer():
+    for pair in make_pairs(300, seed=1):
+        p = problem_of(pair)
+        right = pair.response_1 if pair.label == 1 else pair.response_2
+        wrong = pair.response_2 if pair.label == 1 else pair.response_1
+        assert stated_value(right, p) == p.answer
+        assert stated_value(wrong, p) != p.answer
+
+
+def test_kinds_and_labels_are_balanced():
+    pairs = make_pairs(300, seed=2)
+    assert {p.subset for p in pairs} == set(KINDS)
+    assert 0.4 < sum(p.label == 1 for p in pairs) / len(pairs) < 0.6
+
+
+def test_pairs_are_reproducible_and_seed_dependent():
+    assert make_pairs(20, seed=3) == make_pairs(20, seed=3)
+    assert make_pairs(20, seed=3) != make_pairs(20, seed=4)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_target_outputs_parse_to_the_label(seed):
+    rng = random.Random(seed)
+    for pair in make_pairs(50, seed=seed):
+        assert parse_output(response_example(pair), task=Task.RESPONSE).choice == pair.label
+        c1, c2, target = reflection_example(rng, pair)
+        choice = parse_output(target, task=Task.ANALYSIS).choice
+        right = c1 if choice == 1 else c2
+        # the preferred critique is the one whose own verdict is the label
+        assert f"= {problem_of(pair).answer}, so" in right
