@@ -155,14 +155,21 @@ def corrections_from_store(judgments: list[Judgment], out: Path) -> tuple[Path, 
     return path, len(wrong)
 
 
-def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair]) -> dict[str, Any]:
+def kind_held_out(args: argparse.Namespace) -> dict[str, list[PreferencePair]]:
+    """Held-out pairs of each kind for part 2 (made up front: no training data may share their questions)."""
+    return {k: make_pairs(args.kind_eval_pairs, seed=SEEDS["kind_heldout"] + i, kinds=(k,), source=f"bench-heldout-{k}")
+            for i, k in enumerate(KINDS)}
+
+
+def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], reserved: list[PreferencePair]) -> dict[str, Any]:
     print("part 1: GRPO on data built from held-in pairs")
-    held_in = drop_overlapping(make_pairs(args.train_pairs, seed=SEEDS["train"], source="bench-train"), held_out)
+    held_in = drop_overlapping(make_pairs(args.train_pairs, seed=SEEDS["train"], source="bench-train"),
+                               held_out + reserved)
     before = evaluate(str(DEMO_MODEL_DIR), held_out, label="demo judge, held-out")
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
     started = time.perf_counter()
     judgments = collect_rollouts(held_in, load_backend(device="cpu"), data_config, batch_size=16)
-    built = build_training_set(judgments, config=data_config, eval_pairs=held_out)
+    built = build_training_set(judgments, config=data_config, eval_pairs=held_out + reserved)
     snapshot = write_snapshot(built, out / "data", name="bench")
     print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
           f"{snapshot.rows} examples {asdict(built.report)}")
@@ -174,13 +181,14 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair]) -
             "two_stage_paired": paired(before["_two_stage"], after["_two_stage"])}
 
 
-def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], first: dict[str, Any]) -> dict[str, Any]:
+def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair],
+          per_kind: dict[str, list[PreferencePair]], first: dict[str, Any]) -> dict[str, Any]:
     model = first["grpo"]["final_model"]
     by_kind = first["after"]["greedy_by_kind"]
     kind = min(by_kind, key=by_kind.get)
     print(f"part 2: corrections on the weakest kind after part 1: {kind!r} (greedy by kind {by_kind})")
-    kind_held_out = make_pairs(args.kind_eval_pairs, seed=SEEDS["kind_heldout"], kinds=(kind,), source="bench-kind-heldout")
-    everything_held_out = held_out + kind_held_out
+    kind_held_out = per_kind[kind]
+    everything_held_out = held_out + [p for pairs in per_kind.values() for p in pairs]
     pool = drop_overlapping(make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
                                        source="bench-corrections"), everything_held_out)
     backend = load_backend(model, device="cpu")
@@ -245,9 +253,10 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     held_out = make_pairs(args.eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
     results: dict[str, Any] = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
-    results["part1"] = part1(args, args.out, held_out)
+    per_kind = kind_held_out(args)
+    results["part1"] = part1(args, args.out, held_out, [p for pairs in per_kind.values() for p in pairs])
     if not args.skip_corrections:
-        results["part2"] = part2(args, args.out, held_out, results["part1"])
+        results["part2"] = part2(args, args.out, held_out, per_kind, results["part1"])
     figures = summary(results)
     clean = json.loads(json.dumps(results, default=str), object_hook=public)
     (args.out / "results.json").write_text(json.dumps({**clean, "summary": figures}, indent=2) + "\n")
