@@ -119,18 +119,16 @@ def grpo(snapshot: Path, *, model: str, out: Path, config: TrainConfig) -> dict[
 
 # --- part 2: human-style corrections through the store ----------------------------------------------
 
-_COMPUTED = re.compile(r"=\s*(-?\d+)")
-
-
 def human_marks(j: Judgment) -> dict[int, str]:
     """What a careful person marks: an analysis is right when its arithmetic and its verdict are right."""
-    answer = problem_of(j.pair).answer
+    problem = problem_of(j.pair)
+    computed = re.compile(re.escape(problem.expression) + r"\s*=\s*(-?\d+)")
     marks = {}
     for position, r in enumerate(j.rollouts):
         if r.prediction is None or not r.analysis.strip():
             continue
-        m = _COMPUTED.search(r.analysis)
-        computed_right = m is not None and int(m.group(1)) == answer
+        m = computed.search(r.analysis)
+        computed_right = m is not None and int(m.group(1)) == problem.answer
         marks[position] = "right" if computed_right and r.prediction == j.pair.label else "wrong"
     return marks
 
@@ -165,15 +163,15 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], r
     print("part 1: GRPO on data built from held-in pairs")
     held_in = drop_overlapping(make_pairs(args.train_pairs, seed=SEEDS["train"], source="bench-train"),
                                held_out + reserved)
-    before = evaluate(str(DEMO_MODEL_DIR), held_out, label="demo judge, held-out")
+    before = evaluate(args.model, held_out, label="demo judge, held-out")
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
     started = time.perf_counter()
-    judgments = collect_rollouts(held_in, load_backend(device="cpu"), data_config, batch_size=16)
+    judgments = collect_rollouts(held_in, load_backend(args.model, device="cpu"), data_config, batch_size=16)
     built = build_training_set(judgments, config=data_config, eval_pairs=held_out + reserved)
     snapshot = write_snapshot(built, out / "data", name="bench")
     print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
           f"{snapshot.rows} examples {asdict(built.report)}")
-    run = grpo(snapshot.path, model=str(DEMO_MODEL_DIR), out=out / "run", config=train_config(args, args.minutes))
+    run = grpo(snapshot.path, model=args.model, out=out / "run", config=train_config(args, args.minutes))
     after = evaluate(run["final_model"], held_out, label="after GRPO, held-out")
     return {"data": {"snapshot": str(snapshot.path), "held_in_pairs": len(held_in), **asdict(built.report)},
             "grpo": run, "before": before, "after": after,
@@ -228,6 +226,7 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("bench_out/retrain"))
+    ap.add_argument("--model", default=str(DEMO_MODEL_DIR), help="the judge to start from (default: the demo judge)")
     ap.add_argument("--minutes", type=float, default=15.0, help="GRPO time budget of part 1 (default 15)")
     ap.add_argument("--corrections-minutes", type=float, default=8.0, help="GRPO time budget of part 2")
     ap.add_argument("--max-steps", type=int, default=-1, help="also stop after N steps")

@@ -399,6 +399,8 @@ def example_from_row(row: Mapping[str, Any], *, origin: str = "") -> TrainingExa
         task = Task(row.get("task"))
     except ValueError:
         raise InputError(f"a training row's task must be 'response' or 'analysis', got {row.get('task')!r}") from None
+    if not all(isinstance(m, Mapping) and "role" in m and "content" in m for m in prompt):
+        raise InputError(f"a training row's prompt must be {{role, content}} messages, got {prompt!r:.80}")
     messages = tuple(ChatMessage(str(m["role"]), m["content"]) for m in prompt)
     pair_id = row.get("pair_id")
     return TrainingExample(prompt=messages, label=label, task=task, origin=origin or str(row.get("origin") or "extra"),
@@ -413,12 +415,21 @@ def read_examples(source: str | Path | Iterable[Mapping[str, Any]], *, origin: s
             datasets = require("datasets", extra="train")
             rows: Iterable[Mapping[str, Any]] = datasets.load_from_disk(str(path))
         elif path.is_file():
-            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            rows = list(_jsonl_rows(path))
         else:
             raise InputError(f"{path} does not exist: pass a dataset folder (an export with --format hf) or a JSONL file")
     else:
         rows = source
     return [example_from_row(r, origin=origin) for r in rows]
+
+
+def _jsonl_rows(path: Path) -> Iterable[Mapping[str, Any]]:
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg}): fix or remove the line") from None
 
 
 def rows_hash(rows: Iterable[Mapping[str, Any]]) -> str:

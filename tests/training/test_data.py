@@ -255,11 +255,20 @@ def test_data_config_validation(change, message):
                      id="bool-label"),
         pytest.param({"prompt": [{"role": "user", "content": "q"}], "label": 1, "task": "pref"}, "task",
                      id="bad-task"),
+        pytest.param({"prompt": ["just text"], "label": 1, "task": "response"}, "role, content", id="bare-strings"),
+        pytest.param({"prompt": [{"role": "robot", "content": "q"}], "label": 1, "task": "response"}, "role",
+                     id="unknown-role"),
     ],
 )
 def test_bad_rows_are_refused(row, message):
     with pytest.raises(InputError, match=message):
         read_examples([row])
+
+
+def test_a_torn_jsonl_line_names_its_place(tmp_path):
+    (tmp_path / "rows.jsonl").write_text('{"prompt": [{"role": "user", "content": "q"}], "label": 1, "task": "response"}\n{"pro')
+    with pytest.raises(InputError, match="rows.jsonl:2: not valid JSON"):
+        read_examples(tmp_path / "rows.jsonl")
 
 
 def test_report_counts_sum_up():
