@@ -1,8 +1,8 @@
 """What the app's handlers call: one `AppServices` object built at start-up, shared by every user.
 
-It owns the shared resources (the store, the model, cancel tokens, review leases) behind locks;
+It owns the shared resources (the store, the model, cancel tokens, review leases: `app.resources`);
 per-user state stays in the UI's `gr.State`. Every method handles one user action and returns
-values (`reflectrm` and `db` types, or the small records below), never UI components.
+values (`reflectrm` and `db` types, or `app.records`), never UI components.
 """
 
 from __future__ import annotations
@@ -14,358 +14,38 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from db.derivation import Mark
 from db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, SnapshotRecord, StoredJudgment
 from db.services import JudgmentStore
-from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
+from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
-from reflectrm.core.types import ChatMessage, Choice, Judgment, PreferencePair
-from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.core.types import Choice, Judgment, PreferencePair
+from reflectrm.errors import InputError
 from reflectrm.pipeline import judge_many, orders_agree, rejudge
 
+from app.records import (
+    AuditResult,
+    BatchAuditReport,
+    ExampleFilter,
+    ExampleRow,
+    FlippedItem,
+    JudgeResult,
+    Mix,
+    ReviewItem,
+    SubsetStats,
+)
+from app.resources import CancelTokens, GuardedBackend, ModelHolder, Progress, ReviewLeases, warm_up_generation
 from app.settings import AppSettings
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[float | None, str], None]
-"""Called with (fraction done or None when unknown, what is happening now)."""
-
-PAPER_MIX = (4, 1)
-"""The paper's preference : reflection mix of training data."""
-
-REVIEW_LEASE_S = 900.0  # a reviewer holds the item they look at this long, so two reviewers get different items
 _SOURCE_SCAN_LIMIT = 20_000  # pairs scanned to list data-set names (the store has no distinct-sources query)
-
-
-class Cancelled(ReflectRMError):
-    """The user pressed Stop; the work stopped at the next generation call."""
-
-
-# --- shared resources ----------------------------------------------------------------------------------------
-
-
-class CancelTokens:
-    """One cancel flag per (user session, operation): Stop sets it, the running work checks it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: dict[str, threading.Event] = {}
-
-    def start(self, key: str) -> threading.Event:
-        with self._lock:
-            event = self._events[key] = threading.Event()
-            return event
-
-    def cancel(self, key: str) -> bool:
-        with self._lock:
-            event = self._events.get(key)
-        if event is None:
-            return False
-        event.set()
-        return True
-
-    def finish(self, key: str, event: threading.Event) -> None:
-        with self._lock:
-            if self._events.get(key) is event:
-                del self._events[key]
-
-
-class ReviewLeases:
-    """Which reviewer is looking at which judgment (expires after `ttl_s`)."""
-
-    def __init__(self, ttl_s: float = REVIEW_LEASE_S) -> None:
-        self.ttl_s = ttl_s
-        self._lock = threading.Lock()
-        self._held: dict[int, tuple[str, float]] = {}
-
-    def take(self, judgment_id: int, owner: str) -> bool:
-        """Lease `judgment_id` to `owner` unless someone else holds it."""
-        now = time.monotonic()
-        with self._lock:
-            holder = self._held.get(judgment_id)
-            if holder is not None and holder[0] != owner and holder[1] > now:
-                return False
-            for jid in [j for j, (o, _) in self._held.items() if o == owner]:
-                del self._held[jid]  # one item per reviewer
-            self._held[judgment_id] = (owner, now + self.ttl_s)
-            return True
-
-    def release(self, owner: str) -> None:
-        with self._lock:
-            for jid in [j for j, (o, _) in self._held.items() if o == owner]:
-                del self._held[jid]
-
-
-class ModelHolder:
-    """Loads the backend once, on first use or in the background at start-up.
-
-    Args:
-        loader: builds the backend.
-        warm: run once on the new backend before anyone uses it (a first generation in a process pays
-            one-off set-up costs, several seconds on CPU, that should not land on the first click).
-    """
-
-    def __init__(self, loader: Callable[[], Backend], *, warm: Callable[[Backend], None] | None = None) -> None:
-        self._loader = loader
-        self._warm_fn = warm
-        self._lock = threading.Lock()
-        self._backend: Backend | None = None
-
-    def get(self) -> Backend:
-        with self._lock:
-            if self._backend is None:
-                started = time.perf_counter()
-                backend = self._loader()
-                if self._warm_fn is not None:
-                    self._warm_fn(backend)
-                self._backend = backend
-                log.info("model loaded and warmed up in %.1fs", time.perf_counter() - started)
-            return self._backend
-
-    def warm_up(self) -> threading.Thread:
-        thread = threading.Thread(target=self._warm, name="reflectrm-model-load", daemon=True)
-        thread.start()
-        return thread
-
-    def _warm(self) -> None:
-        try:
-            self.get()
-        except ReflectRMError as exc:  # reported again to the first user who judges
-            log.warning("model failed to load: %s", exc)
-
-
-@dataclass
-class _GuardedBackend:
-    """A backend seen by one operation: one generation at a time, Stop honoured, progress reported."""
-
-    inner: Backend
-    lock: threading.Lock
-    cancel: threading.Event | None = None
-    progress: Progress | None = None
-    calls: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def model_revision(self) -> str:
-        return self.inner.model_revision
-
-    def check_prompt(self, prompt: Any, *, max_new_tokens: int) -> None:
-        self.inner.check_prompt(prompt, max_new_tokens=max_new_tokens)
-
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
-        self._check()
-        if self.progress is not None:
-            outputs = sum(len(r.seeds) for r in requests)
-            what = "stage 1: sampling" if params.logprobs else "stage 2: reflecting,"
-            self.progress(None, f"{what} {outputs} output(s)")
-        with self.lock:
-            self._check()
-            self.calls += 1
-            return self.inner.generate(requests, params)
-
-    def _check(self) -> None:
-        if self.cancel is not None and self.cancel.is_set():
-            raise Cancelled("stopped: nothing was recorded")
-
-
-# --- records the app shows -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JudgeResult:
-    """A judgment as the Judge tab shows it.
-
-    Attributes:
-        judgment_id: its row in the store (the recorded judgment; a re-aggregated view shares it).
-        judgment: what is shown (the recorded one, or a re-aggregation of its rollouts).
-        reaggregated: True when `judgment` is a re-aggregation with another strategy.
-        generated: generation calls made for this result (0 for a re-aggregation of stored rollouts).
-        recorded_strategy: the strategy the stored judgment was recorded with.
-    """
-
-    judgment_id: int
-    judgment: Judgment
-    reaggregated: bool = False
-    generated: int = 0
-    recorded_strategy: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AuditResult:
-    """Both orders of one pair: the original and the swapped judgment, recorded as twins."""
-
-    original: JudgeResult
-    swapped: JudgeResult
-
-    @property
-    def agree(self) -> bool | None:
-        """True: consistent; False: flipped; None: a judgment abstained."""
-        return orders_agree(self.original.judgment, self.swapped.judgment)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubsetStats:
-    """Batch-audit figures for one subset (or "all").
-
-    Attributes:
-        pairs: pairs audited.
-        labelled: pairs with a label (the denominator of both-orders accuracy).
-        both_correct: labelled pairs judged right in both orders (Table 5 protocol).
-        flipped: pairs whose two orders picked different responses.
-        compared: pairs where neither order abstained (the denominator of the flip rate).
-        first_wins / verdicts: verdicts for the first-shown response, over all non-abstaining verdicts.
-    """
-
-    subset: str
-    pairs: int = 0
-    labelled: int = 0
-    both_correct: int = 0
-    flipped: int = 0
-    compared: int = 0
-    first_wins: int = 0
-    verdicts: int = 0
-
-    @property
-    def both_orders_accuracy(self) -> float | None:
-        return self.both_correct / self.labelled if self.labelled else None
-
-    @property
-    def flip_rate(self) -> float | None:
-        return self.flipped / self.compared if self.compared else None
-
-    @property
-    def first_position_win_rate(self) -> float | None:
-        return self.first_wins / self.verdicts if self.verdicts else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlippedItem:
-    judgment_id: int
-    twin_id: int
-    subset: str
-    query: str
-    verdict: Choice | None
-    swapped_verdict: Choice | None
-    label: Choice | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchAuditReport:
-    """What a batch audit found: figures per subset (the last row is "all") and the flipped pairs."""
-
-    source: str
-    subsets: tuple[SubsetStats, ...]
-    flipped: tuple[FlippedItem, ...]
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewItem:
-    """The judgment a reviewer looks at, and where it stands in the queue."""
-
-    stored: StoredJudgment
-    summary: JudgmentSummary
-    remaining: int
-    correction: CorrectionRecord | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExampleRow:
-    """A derived training example with the texts it was made from (for browsing)."""
-
-    kind: ExampleKind
-    id: int
-    state: str
-    source: str
-    subset: str
-    query: str
-    response_1: str
-    response_2: str
-    label: Choice
-    judge_verdict: Choice | None
-    human_verdict: Choice | None
-    critique_1: str = ""
-    critique_2: str = ""
-    judgment_id: int | None = None
-    correction_id: int | None = None
-    created_at: datetime | None = None
-
-    @property
-    def agrees_with_judge(self) -> bool | None:
-        """Whether the person's verdict matches the judge's (None when either is missing)."""
-        if self.judge_verdict is None or self.human_verdict is None:
-            return None
-        return self.judge_verdict == self.human_verdict
-
-    def matches(self, text: str) -> bool:
-        needle = text.casefold()
-        return any(needle in t.casefold() for t in (self.query, self.response_1, self.response_2,
-                                                       self.critique_1, self.critique_2))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExampleFilter:
-    """What Curate shows. Empty fields filter nothing.
-
-    Attributes:
-        agreement: "any", "agrees" or "disagrees" (the person's verdict against the judge's).
-        since / until: creation dates, inclusive.
-    """
-
-    source: str = ""
-    states: tuple[str, ...] = ("active",)
-    since: date | None = None
-    until: date | None = None
-    agreement: str = "any"
-    search: str = ""
-
-    def keeps(self, row: ExampleRow) -> bool:
-        if self.source and row.source != self.source:
-            return False
-        day = row.created_at.date() if row.created_at else None
-        if day and ((self.since and day < self.since) or (self.until and day > self.until)):
-            return False
-        if self.agreement != "any" and row.agrees_with_judge is not (self.agreement == "agrees"):
-            return False
-        return not self.search or row.matches(self.search)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Mix:
-    """Active examples per kind against the paper's 4:1 preference:reflection mix."""
-
-    preference: int
-    reflection: int
-
-    @property
-    def ratio(self) -> float | None:
-        """Preference examples per reflection pair."""
-        return self.preference / self.reflection if self.reflection else None
-
-    def advice(self) -> str:
-        want_pref, want_refl = PAPER_MIX
-        if not self.preference and not self.reflection:
-            return "No active examples yet: correct judgments in the Review queue."
-        if self.preference * want_refl == self.reflection * want_pref:
-            return "The mix matches the paper's 4:1."
-        if self.preference * want_refl > self.reflection * want_pref:
-            extra = self.preference - self.reflection * want_pref // want_refl
-            return f"More preference examples than 4:1: exclude {extra} or add reflection pairs."
-        short = self.reflection * want_pref // want_refl - self.preference
-        return f"More reflection pairs than 4:1: add {short} preference examples (or exclude reflection pairs)."
 
 
 # --- pure helpers ---------------------------------------------------------------------------------------------
@@ -491,8 +171,8 @@ class AppServices:
     def close(self) -> None:
         self.store.close()
 
-    def _backend(self, cancel: threading.Event | None = None, progress: Progress | None = None) -> _GuardedBackend:
-        return _GuardedBackend(self.model.get(), self._generation_lock, cancel, progress)
+    def _backend(self, cancel: threading.Event | None = None, progress: Progress | None = None) -> GuardedBackend:
+        return GuardedBackend(self.model.get(), self._generation_lock, cancel, progress)
 
     # --- data sets ---------------------------------------------------------------------------------------
 
@@ -753,14 +433,14 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
     )
 
 
-def warm_up_generation(backend: Backend) -> None:
-    """Generate a few tokens the way a judgment does (8 sampled with log-probs, then one greedy)."""
-    prompt = (ChatMessage("user", "What is 1 + 1?"),)
-    backend.generate([GenerationRequest(prompt, tuple(range(8)))], SamplingParams(max_new_tokens=8, logprobs=True))
-    backend.generate([GenerationRequest(prompt, (0,))], SamplingParams(temperature=0.0, max_new_tokens=8))
 
 
 def _load_backend(settings: AppSettings) -> Backend:
     from reflectrm.backends import load_backend
+
+    if settings.cpu_threads is not None:
+        import torch  # the transformers backend's dependency; set before the first generation
+
+        torch.set_num_threads(settings.cpu_threads)
 
     return load_backend(settings.model, backend=settings.backend, device=settings.device)

@@ -38,6 +38,7 @@ class AppSettings(BaseSettings):
     audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit (the cancel granularity)
     author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
     warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
+    cpu_threads: int | None = Field(None, ge=1)  # torch CPU threads (None: torch's default); 1 wins on a busy machine
 
     @field_validator("strategy")
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 import gradio as gr
 
 from app import views
-from app.services import AppServices, ExampleFilter, JudgeResult, ReviewItem, build_pair, parse_day, parse_ids, parse_marks
+from app.records import ExampleFilter, JudgeResult, ReviewItem
+from app.services import AppServices, build_pair, parse_day, parse_ids, parse_marks
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import ReflectRMError
 
@@ -134,10 +136,10 @@ def _judge_tab(services: AppServices) -> _JudgeView:
     with gr.Row():
         with gr.Column(scale=3):
             query = gr.Textbox(label="Query", lines=2, placeholder="What is 47 + 38?", elem_id="judge-query")
-            with gr.Accordion("Multi-turn conversation (JSON; overrides the query)", open=False):
-                messages = gr.Textbox(label="Conversation", lines=4, elem_id="judge-messages",
-                                      placeholder='[{"role": "user", "content": "hi"}, {"role": "assistant", '
-                                                  '"content": "hello"}, {"role": "user", "content": "2+2?"}]')
+            messages = gr.Textbox(label="Or a multi-turn conversation (a JSON list of turns; overrides the query)",
+                                  lines=1, max_lines=12, elem_id="judge-messages",
+                                  placeholder='[{"role": "user", "content": "hi"}, {"role": "assistant", '
+                                              '"content": "hello"}, {"role": "user", "content": "2+2?"}]')
             with gr.Row():
                 r1 = gr.Textbox(label="Response 1", lines=3, elem_id="judge-r1")
                 r2 = gr.Textbox(label="Response 2", lines=3, elem_id="judge-r2")
@@ -150,7 +152,7 @@ def _judge_tab(services: AppServices) -> _JudgeView:
                     demo_pairs = gr.Button("Add 30 demo pairs", size="sm", elem_id="judge-demo-pairs")
                 with gr.Accordion("Import a data set", open=False):
                     upload = gr.File(label="Pairs file (.jsonl, .csv, .parquet)", file_types=[".jsonl", ".csv", ".parquet"],
-                                     height=120)
+                                     height=120, elem_id="judge-upload")
             label = gr.Radio(list(LABELS), value="unknown", label="Known better response", elem_id="judge-label")
             with gr.Row():
                 strategy = gr.Dropdown(list(STRATEGY_NAMES), value=settings.strategy, label="Strategy")
@@ -250,7 +252,9 @@ def _data_set_events(services: AppServices, *, source, pick, refresh, demo_pairs
             report = services.import_file(path)
         except ReflectRMError as exc:
             return {status: f"import failed: {exc}"}
-        return {status: f"imported: {report.added} added, {report.already_present} already present", source: sources()}
+        # rows without a source get the file's stem (the store's rule): show that data set
+        return {status: f"imported: {report.added} added, {report.already_present} already present",
+                source: sources(Path(path).stem)}
 
     refresh.click(sources, [source], source, api_visibility="private")
     source.change(pairs_of, source, pick, api_visibility="private")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from app.services import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem
+from app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem
 from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord
 from reflectrm.core.types import Judgment, Reflection, Rollout
 
@@ -245,8 +245,6 @@ def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, 
 
 def empty_audit_frames() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The batch-audit tables before any audit (headers only)."""
-    from app.services import BatchAuditReport
-
     return audit_frames(BatchAuditReport(source="", subsets=(), flipped=(), seconds=0.0))
 
 

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,9 +27,11 @@ def free_port() -> int:
 def app_env(db_url: str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
            "REFLECTRM_DATABASE_URL": db_url, "REFLECTRM_MAX_NEW_TOKENS": "96", "REFLECTRM_DEVICE": "cpu",
-           "TOKENIZERS_PARALLELISM": "false", **extra}
-    env.pop("REFLECTRM_AUTH", None) if "REFLECTRM_AUTH" not in extra else None
-    return env
+           # one torch thread: on a small shared machine (the browser and pytest run beside the server) two
+           # threads can spin-wait each other into minutes per judgment
+           "REFLECTRM_CPU_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false", "REFLECTRM_AUTH": ""}
+    return {**env, **extra}
 
 
 def wait_ready(url: str, proc: subprocess.Popen, *, timeout_s: float = 90.0) -> float:
@@ -64,6 +67,35 @@ def running_app(db_url: str, *, log: Path, port: int | None = None, **env: str) 
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class ProxyTrap:
+    """A local TCP listener set as the app's HTTP(S) proxy: any outbound HTTP request lands here and is counted."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self._server = socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen()
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def env(self) -> dict[str, str]:
+        return {"HTTP_PROXY": self.url, "HTTPS_PROXY": self.url, "ALL_PROXY": self.url,
+                "http_proxy": self.url, "https_proxy": self.url, "all_proxy": self.url,
+                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+    def close(self) -> None:
+        self._server.close()
 
 
 def launch_chromium(playwright):  # noqa: ANN001, ANN201

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.services import AppServices, ModelHolder
+from app.resources import ModelHolder
+from app.services import AppServices
 from app.settings import AppSettings
 from db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend

@@ -8,6 +8,7 @@ judge. One server and one browser serve the whole module.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -24,13 +25,15 @@ from reflectrm.backends.base import Completion, SamplingParams  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
 from reflectrm.core.types import PreferencePair  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
-from tests.app.browser import CHROMIUM, launch_chromium, running_app  # noqa: E402
+from tests.app.browser import CHROMIUM, ProxyTrap, launch_chromium, running_app  # noqa: E402
 from tests.conftest import critique_output, response_output  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's Chromium at {CHROMIUM}"),
 ]
+
+expect.set_options(timeout=30_000)  # for assertions on what a finished event shows
 
 IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "<script>alert(1)</script>"
@@ -73,8 +76,17 @@ def seeded_ids(db_url: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def app_url(db_url: str, seeded_ids: list[int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_app(db_url, log=tmp_path_factory.mktemp("log") / "app.log") as url:
+def proxy_trap() -> Iterator[ProxyTrap]:
+    trap = ProxyTrap()
+    yield trap
+    trap.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(db_url: str, seeded_ids: list[int], proxy_trap: ProxyTrap,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app; every outbound HTTP request it makes goes to `proxy_trap` instead."""
+    with running_app(db_url, log=tmp_path_factory.mktemp("log") / "app.log", **proxy_trap.env()) as url:
         yield url
 
 
@@ -95,6 +107,7 @@ def dialogs() -> list[str]:
 def page(browser: Browser, app_url: str, dialogs: list[str]) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     p = context.new_page()
+    p.set_default_timeout(60_000)  # CI machines are small and shared
     p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     p.goto(app_url)
     p.wait_for_selector("#judge-run")
@@ -106,7 +119,7 @@ def value(page: Page, elem_id: str) -> str:
     return page.locator(f"#{elem_id} textarea, #{elem_id} input").first.input_value()
 
 
-def wait_value(page: Page, elem_id: str, pattern: str, timeout_s: float = 60) -> str:
+def wait_value(page: Page, elem_id: str, pattern: str, timeout_s: float = 180) -> str:
     """Wait until a Textbox's value matches `pattern` (a regex); returns the value."""
     expect(page.locator(f"#{elem_id} textarea").first).to_have_value(re.compile(pattern), timeout=timeout_s * 1000)
     return value(page, elem_id)
@@ -321,3 +334,55 @@ def test_history_reopens_a_judgment_as_recorded_and_opens_it_in_judge(page: Page
     assert value(page, "judge-query") == recorded.pair.query
     assert value(page, "judge-id") == str(target)
     assert value(page, "judge-verdict").startswith(f"Response {recorded.verdict}")
+
+
+# --- data sets, login, network ------------------------------------------------------------------------------------
+
+
+def test_import_a_data_set_and_pick_a_pair_from_it(page: Page, tmp_path: Path) -> None:
+    rows = [{"id": "u1", "query": "What is 8 + 9?", "response_1": "17", "response_2": "18", "label": 1,
+             "subset": "add"},
+            {"id": "u2", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                      {"role": "user", "content": "What is 9 * 9?"}],
+             "response_1": "80", "response_2": "81", "label": 2, "subset": "mul"}]
+    path = tmp_path / "uploaded.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    page.get_by_text("Import a data set").click()
+    page.locator("#judge-upload input[type=file]").set_input_files(str(path))
+    wait_value(page, "judge-status", r"^imported: 2 added")
+    expect(page.locator("#judge-source input")).to_have_value("uploaded", timeout=10_000)
+    page.click("#judge-pick input")
+    page.get_by_role("option", name=re.compile(r"9 \* 9")).click()
+    wait_value(page, "judge-status", r"^loaded pair u2")
+    assert json.loads(value(page, "judge-messages"))[1] == {"role": "assistant", "content": "hello"}
+    assert (value(page, "judge-r1"), value(page, "judge-r2")) == ("80", "81")
+
+
+def test_login_when_auth_is_set_and_corrections_carry_the_user(browser: Browser, tmp_path: Path) -> None:
+    url_db = f"sqlite:///{tmp_path / 'auth.db'}"
+    [jid] = _seed(url_db)[:1]
+    with running_app(url_db, log=tmp_path / "auth.log", REFLECTRM_AUTH="ana:s3cret:x,ben:pw") as url:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(url)
+        page.locator("input[type=password]").wait_for()
+        page.locator("input:not([type=password])").first.fill("ana")
+        page.locator("input[type=password]").fill("wrong")
+        page.keyboard.press("Enter")
+        expect(page.get_by_text(re.compile("incorrect", re.I))).to_be_visible(timeout=10_000)
+        page.locator("input:not([type=password])").first.fill("ana")
+        page.locator("input[type=password]").fill("s3cret:x")  # a password may contain ':'
+        page.get_by_role("button", name="Login").click()
+        page.wait_for_selector("#judge-run")
+        open_tab(page, "Review queue")
+        page.fill("#review-jump input", str(jid))
+        page.click("#review-open")
+        wait_value(page, "review-header", rf"^Judgment #{jid}")
+        page.click("#review-r2")
+        assert "by ana:" in wait_value(page, "review-status", r"^(Saved|error)")
+        context.close()
+
+
+def test_no_outbound_connection_at_start_or_while_serving(app_url: str, proxy_trap: ProxyTrap) -> None:
+    # runs last in this module: by now the app has started, judged, audited and served the API
+    assert proxy_trap.connections == 0

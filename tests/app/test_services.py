@@ -8,17 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.services import (
-    AppServices,
-    Cancelled,
-    ExampleFilter,
-    Mix,
-    ReviewLeases,
-    audit_stats,
-    build_pair,
-    parse_ids,
-    parse_marks,
-)
+from app.records import ExampleFilter, Mix
+from app.resources import Cancelled, ModelHolder, ReviewLeases, warm_up_generation
+from app.services import AppServices, audit_stats, build_pair, parse_ids, parse_marks
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.pipeline import judge_many
@@ -339,8 +331,6 @@ def test_history_is_newest_first_and_searchable(services: AppServices, pair: Pre
 
 
 def test_the_model_is_warmed_up_once_before_first_use(scripted_backend: ScriptedBackend) -> None:
-    from app.services import ModelHolder, warm_up_generation
-
     holder = ModelHolder(lambda: scripted_backend, warm=warm_up_generation)
     holder.warm_up().join()
     assert len(scripted_backend.calls) == 9  # 8 samples + 1 greedy

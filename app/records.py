@@ -1,0 +1,197 @@
+"""What the app's services return: small frozen values (besides `reflectrm` and `db` types)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment
+from reflectrm.core.types import Choice, Judgment
+from reflectrm.pipeline import orders_agree
+
+PAPER_MIX = (4, 1)
+"""The paper's preference : reflection mix of training data."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeResult:
+    """A judgment as the Judge tab shows it.
+
+    Attributes:
+        judgment_id: its row in the store (the recorded judgment; a re-aggregated view shares it).
+        judgment: what is shown (the recorded one, or a re-aggregation of its rollouts).
+        reaggregated: True when `judgment` is a re-aggregation with another strategy.
+        generated: generation calls made for this result (0 for a re-aggregation of stored rollouts).
+        recorded_strategy: the strategy the stored judgment was recorded with.
+    """
+
+    judgment_id: int
+    judgment: Judgment
+    reaggregated: bool = False
+    generated: int = 0
+    recorded_strategy: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditResult:
+    """Both orders of one pair: the original and the swapped judgment, recorded as twins."""
+
+    original: JudgeResult
+    swapped: JudgeResult
+
+    @property
+    def agree(self) -> bool | None:
+        """True: consistent; False: flipped; None: a judgment abstained."""
+        return orders_agree(self.original.judgment, self.swapped.judgment)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubsetStats:
+    """Batch-audit figures for one subset (or "all").
+
+    Attributes:
+        pairs: pairs audited.
+        labelled: pairs with a label (the denominator of both-orders accuracy).
+        both_correct: labelled pairs judged right in both orders (Table 5 protocol).
+        flipped: pairs whose two orders picked different responses.
+        compared: pairs where neither order abstained (the denominator of the flip rate).
+        first_wins / verdicts: verdicts for the first-shown response, over all non-abstaining verdicts.
+    """
+
+    subset: str
+    pairs: int = 0
+    labelled: int = 0
+    both_correct: int = 0
+    flipped: int = 0
+    compared: int = 0
+    first_wins: int = 0
+    verdicts: int = 0
+
+    @property
+    def both_orders_accuracy(self) -> float | None:
+        return self.both_correct / self.labelled if self.labelled else None
+
+    @property
+    def flip_rate(self) -> float | None:
+        return self.flipped / self.compared if self.compared else None
+
+    @property
+    def first_position_win_rate(self) -> float | None:
+        return self.first_wins / self.verdicts if self.verdicts else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlippedItem:
+    judgment_id: int
+    twin_id: int
+    subset: str
+    query: str
+    verdict: Choice | None
+    swapped_verdict: Choice | None
+    label: Choice | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchAuditReport:
+    """What a batch audit found: figures per subset (the last row is "all") and the flipped pairs."""
+
+    source: str
+    subsets: tuple[SubsetStats, ...]
+    flipped: tuple[FlippedItem, ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewItem:
+    """The judgment a reviewer looks at, and where it stands in the queue."""
+
+    stored: StoredJudgment
+    summary: JudgmentSummary
+    remaining: int
+    correction: CorrectionRecord | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExampleRow:
+    """A derived training example with the texts it was made from (for browsing)."""
+
+    kind: ExampleKind
+    id: int
+    state: str
+    source: str
+    subset: str
+    query: str
+    response_1: str
+    response_2: str
+    label: Choice
+    judge_verdict: Choice | None
+    human_verdict: Choice | None
+    critique_1: str = ""
+    critique_2: str = ""
+    judgment_id: int | None = None
+    correction_id: int | None = None
+    created_at: datetime | None = None
+
+    @property
+    def agrees_with_judge(self) -> bool | None:
+        """Whether the person's verdict matches the judge's (None when either is missing)."""
+        if self.judge_verdict is None or self.human_verdict is None:
+            return None
+        return self.judge_verdict == self.human_verdict
+
+    def matches(self, text: str) -> bool:
+        needle = text.casefold()
+        return any(needle in t.casefold() for t in (self.query, self.response_1, self.response_2,
+                                                       self.critique_1, self.critique_2))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExampleFilter:
+    """What Curate shows. Empty fields filter nothing.
+
+    Attributes:
+        agreement: "any", "agrees" or "disagrees" (the person's verdict against the judge's).
+        since / until: creation dates, inclusive.
+    """
+
+    source: str = ""
+    states: tuple[str, ...] = ("active",)
+    since: date | None = None
+    until: date | None = None
+    agreement: str = "any"
+    search: str = ""
+
+    def keeps(self, row: ExampleRow) -> bool:
+        if self.source and row.source != self.source:
+            return False
+        day = row.created_at.date() if row.created_at else None
+        if day and ((self.since and day < self.since) or (self.until and day > self.until)):
+            return False
+        if self.agreement != "any" and row.agrees_with_judge is not (self.agreement == "agrees"):
+            return False
+        return not self.search or row.matches(self.search)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mix:
+    """Active examples per kind against the paper's 4:1 preference:reflection mix."""
+
+    preference: int
+    reflection: int
+
+    @property
+    def ratio(self) -> float | None:
+        """Preference examples per reflection pair."""
+        return self.preference / self.reflection if self.reflection else None
+
+    def advice(self) -> str:
+        want_pref, want_refl = PAPER_MIX
+        if not self.preference and not self.reflection:
+            return "No active examples yet: correct judgments in the Review queue."
+        if self.preference * want_refl == self.reflection * want_pref:
+            return "The mix matches the paper's 4:1."
+        if self.preference * want_refl > self.reflection * want_pref:
+            extra = self.preference - self.reflection * want_pref // want_refl
+            return f"More preference examples than 4:1: exclude {extra} or add reflection pairs."
+        short = self.reflection * want_pref // want_refl - self.preference
+        return f"More reflection pairs than 4:1: add {short} preference examples (or exclude reflection pairs)."

@@ -1,0 +1,169 @@
+"""The app's shared resources: cancel tokens, review leases, the model, and the backend one operation sees.
+
+Built once at start-up inside `AppServices` and shared by every user, so each guards its state with a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
+from reflectrm.core.types import ChatMessage
+from reflectrm.errors import ReflectRMError
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float | None, str], None]
+"""Called with (fraction done or None when unknown, what is happening now)."""
+
+REVIEW_LEASE_S = 900.0  # a reviewer holds the item they look at this long, so two reviewers get different items
+
+
+class Cancelled(ReflectRMError):
+    """The user pressed Stop; the work stopped at the next generation call."""
+
+
+# --- shared resources ----------------------------------------------------------------------------------------
+
+
+class CancelTokens:
+    """One cancel flag per (user session, operation): Stop sets it, the running work checks it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[str, threading.Event] = {}
+
+    def start(self, key: str) -> threading.Event:
+        with self._lock:
+            event = self._events[key] = threading.Event()
+            return event
+
+    def cancel(self, key: str) -> bool:
+        with self._lock:
+            event = self._events.get(key)
+        if event is None:
+            return False
+        event.set()
+        return True
+
+    def finish(self, key: str, event: threading.Event) -> None:
+        with self._lock:
+            if self._events.get(key) is event:
+                del self._events[key]
+
+
+class ReviewLeases:
+    """Which reviewer is looking at which judgment (expires after `ttl_s`)."""
+
+    def __init__(self, ttl_s: float = REVIEW_LEASE_S) -> None:
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[str, float]] = {}
+
+    def take(self, judgment_id: int, owner: str) -> bool:
+        """Lease `judgment_id` to `owner` unless someone else holds it."""
+        now = time.monotonic()
+        with self._lock:
+            holder = self._held.get(judgment_id)
+            if holder is not None and holder[0] != owner and holder[1] > now:
+                return False
+            for jid in [j for j, (o, _) in self._held.items() if o == owner]:
+                del self._held[jid]  # one item per reviewer
+            self._held[judgment_id] = (owner, now + self.ttl_s)
+            return True
+
+    def release(self, owner: str) -> None:
+        with self._lock:
+            for jid in [j for j, (o, _) in self._held.items() if o == owner]:
+                del self._held[jid]
+
+
+class ModelHolder:
+    """Loads the backend once, on first use or in the background at start-up.
+
+    Args:
+        loader: builds the backend.
+        warm: run once on the new backend before anyone uses it (a first generation in a process pays
+            one-off set-up costs, several seconds on CPU, that should not land on the first click).
+    """
+
+    def __init__(self, loader: Callable[[], Backend], *, warm: Callable[[Backend], None] | None = None) -> None:
+        self._loader = loader
+        self._warm_fn = warm
+        self._lock = threading.Lock()
+        self._backend: Backend | None = None
+
+    def get(self) -> Backend:
+        with self._lock:
+            if self._backend is None:
+                started = time.perf_counter()
+                backend = self._loader()
+                if self._warm_fn is not None:
+                    self._warm_fn(backend)
+                self._backend = backend
+                log.info("model loaded and warmed up in %.1fs", time.perf_counter() - started)
+            return self._backend
+
+    def warm_up(self) -> threading.Thread:
+        thread = threading.Thread(target=self._warm, name="reflectrm-model-load", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm(self) -> None:
+        try:
+            self.get()
+        except ReflectRMError as exc:  # reported again to the first user who judges
+            log.warning("model failed to load: %s", exc)
+
+
+@dataclass
+class GuardedBackend:
+    """A backend seen by one operation: one generation at a time, Stop honoured, progress reported."""
+
+    inner: Backend
+    lock: threading.Lock
+    cancel: threading.Event | None = None
+    progress: Progress | None = None
+    calls: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def model_revision(self) -> str:
+        return self.inner.model_revision
+
+    def check_prompt(self, prompt: Any, *, max_new_tokens: int) -> None:
+        self.inner.check_prompt(prompt, max_new_tokens=max_new_tokens)
+
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+        self._check()
+        if self.progress is not None:
+            outputs = sum(len(r.seeds) for r in requests)
+            what = "stage 1: sampling" if params.logprobs else "stage 2: reflecting,"
+            self.progress(None, f"{what} {outputs} output(s)")
+        with self.lock:
+            self._check()
+            self.calls += 1
+            return self.inner.generate(requests, params)
+
+    def _check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("stopped: nothing was recorded")
+
+
+def warm_up_generation(backend: Backend) -> None:
+    """Generate a few tokens the way a judgment does (8 sampled with log-probs, then one greedy)."""
+    prompt = (ChatMessage("user", "What is 1 + 1?"),)
+    backend.generate([GenerationRequest(prompt, tuple(range(8)))], SamplingParams(max_new_tokens=8, logprobs=True))
+    backend.generate([GenerationRequest(prompt, (0,))], SamplingParams(temperature=0.0, max_new_tokens=8))
