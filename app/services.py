@@ -438,9 +438,10 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
 def _load_backend(settings: AppSettings) -> Backend:
     from reflectrm.backends import load_backend
 
-    if settings.cpu_threads is not None:
+    threads = settings.torch_threads()
+    if threads is not None:
         import torch  # the transformers backend's dependency; set before the first generation
 
-        torch.set_num_threads(settings.cpu_threads)
+        torch.set_num_threads(threads)
 
     return load_backend(settings.model, backend=settings.backend, device=settings.device)

@@ -38,7 +38,9 @@ class AppSettings(BaseSettings):
     audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit (the cancel granularity)
     author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
     warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
-    cpu_threads: int | None = Field(None, ge=1)  # torch CPU threads (None: torch's default); 1 wins on a busy machine
+    # torch CPU threads. None: 1 for the bundled demo judge (3.3 M parameters: a second thread barely helps, and
+    # on a busy 2-core machine two threads spin-wait each other into minutes per judgment), torch's default otherwise
+    cpu_threads: int | None = Field(None, ge=1)
 
     @field_validator("strategy")
     @classmethod
@@ -56,6 +58,12 @@ class AppSettings(BaseSettings):
     def credentials(self) -> list[tuple[str, str]]:
         """The `auth` setting as (user, password) pairs; [] when login is off."""
         return parse_auth(self.auth)
+
+    def torch_threads(self) -> int | None:
+        """The torch CPU thread count to set (None: leave torch's default)."""
+        if self.cpu_threads is not None:
+            return self.cpu_threads
+        return 1 if self.model is None and self.device in ("auto", "cpu") else None
 
     def judge_config(self, **changes: Any) -> JudgeConfig:
         """The library config these settings give (plus `changes`)."""

@@ -79,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="judgments timed after the first (default 3)")
     parser.add_argument("--max-new-tokens", type=int, help="REFLECTRM_MAX_NEW_TOKENS (default: the app's, 1024)")
+    parser.add_argument("--cpu-threads", type=int, help="REFLECTRM_CPU_THREADS (default: torch's own choice)")
     args = parser.parse_args()
 
     from reflectrm.demo.tasks import make_pairs
@@ -90,6 +91,9 @@ def main() -> None:
            "REFLECTRM_DATABASE_URL": f"sqlite:///{folder / 'bench.db'}", "REFLECTRM_AUTH": ""}
     if args.max_new_tokens:
         env["REFLECTRM_MAX_NEW_TOKENS"] = str(args.max_new_tokens)
+    if args.cpu_threads:
+        env["REFLECTRM_CPU_THREADS"] = str(args.cpu_threads)
+    load_before = os.getloadavg()[0]
     url = f"http://127.0.0.1:{port}/"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -100,8 +104,8 @@ def main() -> None:
             _wait_http(url, proc)
             ready_http = time.perf_counter() - started
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.wait_for_selector("#judge-run")
+            page.goto(url, timeout=180_000)
+            page.wait_for_selector("#judge-run", timeout=180_000)
             ready_page = time.perf_counter() - started
             times = [_judge_once(page, p.query, p.response_1, p.response_2) for p in pairs]
         finally:
@@ -115,11 +119,13 @@ def main() -> None:
     if warm:
         print(f"next {len(warm)} judgments, median:       {statistics.median(warm):6.2f} s   "
               f"(max {max(warm):.2f} s)")
+    print(f"load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(json.dumps({"ready_http_s": round(ready_http, 2), "ready_page_s": round(ready_page, 2),
                       "first_judgment_s": round(first, 2),
                       "judgment_median_s": round(statistics.median(warm), 2) if warm else None,
                       "judgment_max_s": round(max(warm), 2) if warm else None,
-                      "max_new_tokens": args.max_new_tokens or "default", "cpus": os.cpu_count()}))
+                      "max_new_tokens": args.max_new_tokens or "default", "cpu_threads": args.cpu_threads or "default",
+                      "cpus": os.cpu_count(), "load_before": round(load_before, 2)}))
 
 
 if __name__ == "__main__":

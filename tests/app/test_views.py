@@ -128,3 +128,17 @@ def test_bad_auth_does_not_echo_the_password(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ConfigError) as info:
         load_settings()
     assert "ok" not in str(info.value).replace("bob", "")
+
+
+@pytest.mark.parametrize(
+    "fields, threads",
+    [
+        pytest.param({}, 1, id="demo-judge-one-thread"),
+        pytest.param({"cpu_threads": 2}, 2, id="explicit"),
+        # a real model keeps torch's own choice unless told
+        pytest.param({"model": "/models/judge"}, None, id="real-model"),
+        pytest.param({"device": "cuda"}, None, id="gpu"),
+    ],
+)
+def test_torch_threads(fields: dict, threads: int | None) -> None:
+    assert load_settings(**fields).torch_threads() == threads
