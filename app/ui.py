@@ -124,7 +124,7 @@ def _open_outputs(services: AppServices, judgment_id: Any) -> list[Any]:
     """Judge-tab outputs plus form values for a stored judgment (as recorded)."""
     stored = services.open(int(judgment_id))
     result = JudgeResult(judgment_id=stored.id, judgment=stored.judgment)
-    fields = views.pair_fields(stored.judgment)
+    fields = views.pair_fields(stored.judgment.pair)
     label = {None: "unknown", 1: "Response 1", 2: "Response 2"}[stored.judgment.pair.label]
     form = [fields["query"], fields["messages"], fields["response_1"], fields["response_2"], label]
     return [*_judge_outputs(result, f"opened judgment #{stored.id} as recorded"), *form, stored.judgment.pair.to_dict()]
@@ -235,7 +235,7 @@ def _data_set_events(services: AppServices, *, source, pick, refresh, demo_pairs
         if pair_id not in found:
             return {}
         p = found[pair_id]
-        fields = views.pair_fields(_as_judgment_stub(p))
+        fields = views.pair_fields(p)
         label = {None: "unknown", 1: "Response 1", 2: "Response 2"}[p.label]
         return dict(zip([*form, base, status], [fields["query"], fields["messages"], fields["response_1"],
                                                 fields["response_2"], label, p.to_dict(), f"loaded pair {p.id}"]))
@@ -261,13 +261,6 @@ def _data_set_events(services: AppServices, *, source, pick, refresh, demo_pairs
     pick.input(fill, [source, pick], [*form, base, status], api_visibility="private")
     demo_pairs.click(add_demo, None, [status, source], api_visibility="private")
     upload.upload(import_file, upload, [status, source], api_visibility="private")
-
-
-def _as_judgment_stub(pair):
-    """`views.pair_fields` works on a judgment's pair; a stand-in for a bare pair."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(pair=pair)
 
 
 # --- Audit ----------------------------------------------------------------------------------------------------
@@ -405,11 +398,10 @@ def _review_tab(services: AppServices, tab: gr.Tab) -> None:
 
     shown = [header, current, query, r1, r2, analyses, right, wrong, note, anatomy, status]
 
-    def show(item: ReviewItem | None, message: str = ""):
+    def show(item: ReviewItem | None):
         if item is None:
             return dict(zip(shown, ["The queue is empty: nothing left to review.", None, "", "", "", None,
-                                    gr.update(choices=[], value=[]), gr.update(choices=[], value=[]), "", "",
-                                    message]))
+                                    gr.update(choices=[], value=[]), gr.update(choices=[], value=[]), "", "", ""]))
         j = item.stored.judgment
         choices = [(f"#{k} ({'R' + str(r.prediction) if r.prediction else 'unparseable'})", k)
                    for k, r in enumerate(j.rollouts)]
@@ -420,7 +412,7 @@ def _review_tab(services: AppServices, tab: gr.Tab) -> None:
             gr.update(choices=choices, value=[k for k, v in marks.items() if v == "right"]),
             gr.update(choices=choices, value=[k for k, v in marks.items() if v == "wrong"]),
             item.correction.note if item.correction else "",
-            views.anatomy_html(JudgeResult(judgment_id=item.stored.id, judgment=j)), message,
+            views.anatomy_html(JudgeResult(judgment_id=item.stored.id, judgment=j)), "",
         ]))
 
     def next_item(skip_ids, src, request: gr.Request):
@@ -455,6 +447,7 @@ def _review_tab(services: AppServices, tab: gr.Tab) -> None:
     nxt.click(next_item, [skipped, source], shown, api_visibility="private", concurrency_limit=8)
     skip.click(skip_item, [current, skipped, source], [*shown, skipped], api_visibility="private", concurrency_limit=8)
     open_btn.click(open_item, jump, shown, api_visibility="private")
+
     def first_item(cur, skip_ids, src, request: gr.Request):
         return {} if cur else next_item(skip_ids, src, request)
 
@@ -528,7 +521,7 @@ def _curate_tab(services: AppServices, tab: gr.Tab) -> None:
         if not rows or k is None or k >= len(rows):
             return {}
         picked = rows[k]
-        merged = list(dict.fromkeys([*parse_ids_safe(current_ids), picked["id"]]))
+        merged = list(dict.fromkeys([*_ids_or_empty(current_ids), picked["id"]]))
         return {ids: ", ".join(map(str, merged)), detail: picked}
 
     def change_state(excluded: bool):
@@ -570,7 +563,7 @@ def _curate_tab(services: AppServices, tab: gr.Tab) -> None:
     ex_btn.click(export, [ex_kind, ex_fmt, ex_snap, ex_inactive], [ex_file, status], api_visibility="private")
 
 
-def parse_ids_safe(text: str) -> list[int]:
+def _ids_or_empty(text: str) -> list[int]:
     try:
         return parse_ids(text or "")
     except ReflectRMError:

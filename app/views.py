@@ -8,6 +8,7 @@ the components display as text.
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections.abc import Sequence
 
@@ -15,7 +16,7 @@ import pandas as pd
 
 from app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem
 from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord
-from reflectrm.core.types import Judgment, Reflection, Rollout
+from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
 
 _TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
 
@@ -190,11 +191,8 @@ def confidence_frame(j: Judgment) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["sample", "confidence", "role"]).astype({"confidence": float})
 
 
-def pair_fields(j: Judgment) -> dict[str, str]:
-    """The Judge form's fields for a judgment's pair (conversation as JSON when multi-turn)."""
-    import json
-
-    pair = j.pair
+def pair_fields(pair: PreferencePair) -> dict[str, str]:
+    """The Judge form's fields for a pair (the conversation as JSON when multi-turn)."""
     messages = "" if not pair.history else json.dumps([{"role": m.role, "content": m.content}
                                                         for m in pair.conversation], ensure_ascii=False, indent=1)
     return {"query": pair.query, "messages": messages, "response_1": pair.response_1, "response_2": pair.response_2}
