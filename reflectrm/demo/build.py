@@ -39,20 +39,34 @@ TRAIN_SEED = 1234
 EVAL_SEED = 98765  # held-out pairs come from a different generator stream
 
 
+NUMBER_TOKENS = 1000
+"""Every integer below this is one token: comparing two answers is then comparing two tokens."""
+
+
 def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
-    """A byte-level BPE trained offline; digits are single tokens so arithmetic stays legible."""
+    """A byte-level BPE trained offline, with every integer 0..999 a single token.
+
+    With one token per digit a 3M-parameter model learned to compute and to copy numbers but not
+    to tell whether two of them are equal, and judged at chance; whole-number tokens make equality
+    a token match and leave arithmetic as facts to learn, which a short training learns in part.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     tok.decoder = decoders.ByteLevel()
+    numbers = " ".join(str(i) for i in range(NUMBER_TOKENS))
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size + NUMBER_TOKENS, special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(texts, trainer=trainer)
+    tok.train_from_iterator([*texts, *([numbers] * 20)], trainer=trainer)
+    missing = [str(i) for i in range(NUMBER_TOKENS) if len(tok.encode(str(i)).ids) != 1]
+    if missing:
+        raise RuntimeError(f"{len(missing)} numbers are not single tokens (e.g. {missing[:5]}): raise --vocab-size")
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
         bos_token=None, padding_side="left", model_max_length=4096,
@@ -124,12 +138,16 @@ def train(
     lr: float,
     checkpoint: Any = None,
     checkpoint_every: int = 0,
+    decision_weight: float = 8.0,
 ) -> list[float]:
     """Supervised fine-tuning on the targets only (prompt tokens are masked out of the loss)."""
     import torch
 
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    # The few tokens that carry a decision ("correct" / "wrong") weigh more: in a ~45-token target
+    # they are 2 tokens, and the model otherwise settles for the prior ("Response 1 ... correct").
+    decisive = torch.tensor(sorted({i for w in (" correct", " wrong") for i in tokenizer(w, add_special_tokens=False)["input_ids"]}))
     encoded = []
     for prompt, target in examples:
         p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -157,7 +175,13 @@ def train(
             labels[row, plen : len(seq)] = torch.tensor(seq[plen:])
             mask[row, : len(seq)] = 1
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()  # [B, T-1, V]
+        target = labels[:, 1:]
+        per_token = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
+        ).view_as(target)
+        weights = (target != -100).float() + (decision_weight - 1.0) * torch.isin(target, decisive).float()
+        loss = (per_token * weights).sum() / weights.sum()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -202,7 +226,7 @@ def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR, help="where to write the model")
-    ap.add_argument("--steps", type=int, default=2000, help="optimizer steps")
+    ap.add_argument("--steps", type=int, default=1500, help="optimizer steps")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--pairs", type=int, default=24000, help="synthetic training pairs")

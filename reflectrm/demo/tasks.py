@@ -114,27 +114,28 @@ def _verdict_word(ok: bool) -> str:
 def response_analysis(pair: PreferencePair, computed: int) -> tuple[str, int]:
     """The analysis a judge who computed `computed` writes, and the verdict it implies.
 
-    It quotes both answers first, then works the problem, then says which answer matches: each
-    step looks back only a short way, which a tiny model learns quickly.
+    It works the problem first, then checks each answer against its own result. (Quoting the
+    answers first taught the model to copy a quoted answer instead of computing.)
     """
     p = problem_of(pair)
     v1, v2 = stated_value(pair.response_1, p), stated_value(pair.response_2, p)
-    choice = 1 if v1 == computed else 2 if v2 == computed else None
-    ending = f"so Response {choice} is correct." if choice else "so neither is correct."
-    text = f"Response 1 says {v1}. Response 2 says {v2}. {p.expression} = {computed}, {ending}"
-    return text, choice or 1
+    ok1, ok2 = v1 == computed, v2 == computed
+    text = (
+        f"{p.expression} = {computed}. Response 1 says {v1}, which is {_verdict_word(ok1)}. "
+        f"Response 2 says {v2}, which is {_verdict_word(ok2)}."
+    )
+    return text, 2 if ok2 and not ok1 else 1
 
 
 def reflection_analysis(pair: PreferencePair, computed_1: int, computed_2: int) -> tuple[str, int]:
     """The reflection comparing critiques that computed `computed_1` and `computed_2`."""
     p = problem_of(pair)
     v = p.answer
-    choice = 1 if computed_1 == v else 2
     text = (
-        f"Critique 1 computes {computed_1}. Critique 2 computes {computed_2}. {p.expression} = {v}, "
-        f"so Critique {choice} is correct."
+        f"{p.expression} = {v}. Critique 1 computes {computed_1}, which is {_verdict_word(computed_1 == v)}. "
+        f"Critique 2 computes {computed_2}, which is {_verdict_word(computed_2 == v)}."
     )
-    return text, choice
+    return text, 1 if computed_1 == v else 2
 
 
 def response_example(pair: PreferencePair) -> str:

@@ -45,4 +45,4 @@ def test_target_outputs_parse_to_the_label(seed):
         choice = parse_output(target, task=Task.ANALYSIS).choice
         right = c1 if choice == 1 else c2
         # the preferred critique is the one whose own verdict is the label
-        assert f"= {problem_of(pair).answer}, so" in right
+        assert right.startswith(f"{problem_of(pair).expression} = {problem_of(pair).answer}.")
