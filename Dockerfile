@@ -25,4 +25,4 @@ RUN python3 -m venv .venv \
 RUN mkdir -p /data
 VOLUME /data
 EXPOSE 7860
-CMD ["reflectrm", "judge", "--query", "What is 47 + 38?", "--response-1", "85", "--response-2", "75"]
+CMD ["reflectrm", "app", "--host", "0.0.0.0", "--port", "7860"]
