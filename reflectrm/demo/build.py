@@ -218,7 +218,6 @@ def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[st
         "greedy_accuracy": sum(bool(j.correct) for j in greedy) / len(greedy),
         "greedy_accuracy_by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
         "sample_accuracy": sum(r.prediction == j.pair.label for j in two_stage for r in j.rollouts) / len(samples),
-        "majority_accuracy": None,
         "reflectrm_accuracy": sum(bool(j.correct) for j in two_stage) / len(two_stage),
     }
 
