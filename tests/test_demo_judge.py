@@ -55,11 +55,27 @@ def test_demo_judge_full_anatomy(demo_backend):
     assert j.model_revision.startswith("sha256:") and j.backend == "transformers"
 
 
-def test_demo_judge_is_better_than_chance_and_imperfect(demo_backend):
+def test_demo_judge_works_the_problems(demo_backend):
+    """Its analyses quote both answers exactly and compute the answer right more often than not.
+
+    (Deciding which quoted answer equals its result is what it has not learned yet: its verdicts
+    are near chance, see demo_card.json.)"""
+    import re
+
+    from reflectrm.demo.tasks import problem_of, stated_value
+
     pairs = make_pairs(48, seed=77, source="test-heldout")
     greedy = list(judge_many(pairs, demo_backend, JudgeConfig(strategy="greedy", max_new_tokens=96), batch_size=16))
-    accuracy = sum(bool(j.correct) for j in greedy) / len(greedy)
-    assert 0.6 <= accuracy <= 0.97
+    quoted = computed = 0
+    for j in greedy:
+        p = problem_of(j.pair)
+        m = re.match(r"\S+ . \S+ = (-?\d+)\. Response 1 says (-?\d+), .* Response 2 says (-?\d+),", j.rollouts[0].analysis)
+        assert m, j.rollouts[0].analysis
+        v, a1, a2 = map(int, m.groups())
+        computed += v == p.answer
+        quoted += (a1, a2) == (stated_value(j.pair.response_1, p), stated_value(j.pair.response_2, p))
+    assert quoted / len(greedy) >= 0.9
+    assert 0.5 <= computed / len(greedy) < 1.0
 
 
 def test_prompt_longer_than_context_is_refused(demo_backend):
