@@ -80,15 +80,18 @@ def test_three_grpo_steps_change_the_weights_and_leave_a_checkpoint_judge_loads(
     assert [(c.step, c.final) for c in p.checkpoints] == [(3, False), (3, True)]
 
     from app.cli import main
+    from reflectrm.backends import load_backend
 
-    for model_dir in (run / "checkpoint-3", result.final_model):
-        capsys.readouterr()
-        code = main(["judge", "--model", str(model_dir), "--query", "What is 12 + 30?", "--response-1", "42",
-                     "--response-2", "41", "--n", "2", "--max-new-tokens", "96", "--json"])
-        assert code == 0
-        judged = json.loads(capsys.readouterr().out)
-        assert judged["model"] == str(model_dir) and len(judged["rollouts"]) == 2
-        assert judged["verdict"] in (1, 2, None)
+    checkpoint = run / "checkpoint-3"
+    capsys.readouterr()
+    code = main(["judge", "--model", str(checkpoint), "--query", "What is 12 + 30?", "--response-1", "42",
+                 "--response-2", "41", "--strategy", "greedy", "--max-new-tokens", "96", "--json"])
+    assert code == 0
+    judged = json.loads(capsys.readouterr().out)
+    assert judged["model"] == str(checkpoint) and len(judged["rollouts"]) == 1
+    assert judged["rollouts"][0]["num_tokens"] > 0
+    assert _weights(checkpoint).keys() == after.keys()  # the checkpoint holds the same trained weights
+    assert load_backend(str(result.final_model), device="cpu").model_revision.startswith("sha256:")
 
 
 def test_lora_run_merges_into_final_and_its_adapter_checkpoint_loads(snapshot, tmp_path):
