@@ -103,16 +103,24 @@ def dialogs() -> list[str]:
     return []
 
 
-@pytest.fixture
-def page(browser: Browser, app_url: str, dialogs: list[str]) -> Iterator[Page]:
+def new_page(browser: Browser, url: str, *, dialogs: list[str] | None = None, ready: bool = True) -> Page:
+    """A page in a new browser context (its own Gradio session), loaded."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     p = context.new_page()
-    p.set_default_timeout(60_000)  # CI machines are small and shared
-    p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    p.goto(app_url)
-    p.wait_for_selector("#judge-run")
+    p.set_default_timeout(90_000)  # CI machines are small and shared
+    if dialogs is not None:
+        p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    p.goto(url)
+    if ready:
+        p.wait_for_selector("#judge-run")
+    return p
+
+
+@pytest.fixture
+def page(browser: Browser, app_url: str, dialogs: list[str]) -> Iterator[Page]:
+    p = new_page(browser, app_url, dialogs=dialogs)
     yield p
-    context.close()
+    p.context.close()
 
 
 def value(page: Page, elem_id: str) -> str:
@@ -244,13 +252,7 @@ def test_a_keyboard_correction_derives_reflection_pairs_shown_in_curate(page: Pa
 
 def test_two_browser_contexts_correcting_different_items_lose_nothing(browser: Browser, app_url: str,
                                                                       db_url: str) -> None:
-    pages = []
-    for _ in range(2):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        p = context.new_page()
-        p.goto(app_url)
-        p.wait_for_selector("#judge-run")
-        pages.append(p)
+    pages = [new_page(browser, app_url) for _ in range(2)]
     try:
         ids = [_review_first_item(p) for p in pages]
         assert ids[0] != ids[1], "two reviewers were given the same item"
@@ -293,24 +295,34 @@ def test_named_api_endpoints_judge_audit_correct(app_url: str, seeded_ids: list[
 # --- progress and Stop --------------------------------------------------------------------------------------------
 
 
-def test_stop_cancels_a_running_judgment_and_records_nothing(page: Page, db_url: str) -> None:
+def _judgments(db_url: str) -> int:
     with JudgmentStore.open(db_url) as store:
-        before = store.counts()["judgments"]
-    page.fill("#judge-query textarea", "What is 61 + 29?")
-    page.fill("#judge-r1 textarea", "90")
-    page.fill("#judge-r2 textarea", "80")
-    page.click("#judge-run")
-    progress = page.locator("#judge-anatomy").get_by_text(re.compile(r"stage 1: sampling 8 output"))
-    expect(progress).to_be_visible(timeout=30_000)
+        return store.counts()["judgments"]
+
+
+def test_stop_cancels_a_running_batch_audit(page: Page, db_url: str) -> None:
     page.click("#judge-stop")
-    assert wait_value(page, "judge-status", r"^(stopped|nothing is running)$") == "stopped"
-    # an unstopped demo judgment finishes well within this time; a stopped one never records
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        with JudgmentStore.open(db_url) as store:
-            assert store.counts()["judgments"] == before, "the stopped judgment was recorded"
+    assert wait_value(page, "judge-status", r"^(stopped|nothing is running)$") == "nothing is running"
+    page.click("#judge-demo-pairs")
+    wait_value(page, "judge-status", r"^demo pairs")
+    before = _judgments(db_url)
+    open_tab(page, "Audit")
+    page.click("#audit-source input")
+    page.get_by_role("option", name="demo-arith").click()
+    page.fill("#audit-sample input", "0")  # all 30 pairs: 60 judgments, one pair per batch in these tests
+    page.click("#audit-run")
+    progress = page.locator("#audit-status").get_by_text(re.compile(r"audited \d+ of 30 pairs"))
+    expect(progress).to_be_visible(timeout=120_000)
+    seen = int(re.search(r"audited (\d+) of", progress.first.inner_text()).group(1))
+    page.click("#audit-stop")
+    assert wait_value(page, "audit-status", r"^(stopped|nothing is running)$") == "stopped"
+    # the run stops at its next generation call: at most the batch in flight is still recorded
+    settled, last = 0, -1
+    while settled < 5:
         page.wait_for_timeout(1000)
-    assert value(page, "judge-verdict") == ""
+        now = _judgments(db_url)
+        settled, last = (settled + 1, now) if now == last else (0, now)
+    assert 0 < last - before <= 2 * (seen + 2) < 60, f"{last - before} judgments recorded after Stop at {seen}"
 
 
 # --- history ------------------------------------------------------------------------------------------------------
@@ -363,9 +375,7 @@ def test_login_when_auth_is_set_and_corrections_carry_the_user(browser: Browser,
     url_db = f"sqlite:///{tmp_path / 'auth.db'}"
     [jid] = _seed(url_db)[:1]
     with running_app(url_db, log=tmp_path / "auth.log", REFLECTRM_AUTH="ana:s3cret:x,ben:pw") as url:
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(url)
+        page = new_page(browser, url, ready=False)
         page.locator("input[type=password]").wait_for()
         page.locator("input:not([type=password])").first.fill("ana")
         page.locator("input[type=password]").fill("wrong")
@@ -381,7 +391,7 @@ def test_login_when_auth_is_set_and_corrections_carry_the_user(browser: Browser,
         wait_value(page, "review-header", rf"^Judgment #{jid}")
         page.click("#review-r2")
         assert "by ana:" in wait_value(page, "review-status", r"^(Saved|error)")
-        context.close()
+        page.context.close()
 
 
 def test_no_outbound_connection_at_start_or_while_serving(app_url: str, proxy_trap: ProxyTrap) -> None:
