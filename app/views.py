@@ -94,7 +94,7 @@ def anchor_reason(j: Judgment) -> str:
         return "none (this strategy uses no anchor)" if j.verdict is not None else "none (no parseable output)"
     anchor = next(r for r in j.rollouts if r.index == j.anchor and not r.greedy)
     others = sorted(((r.confidence, r.index) for r in j.rollouts
-                     if r.parseable and not r.greedy and r.index != j.anchor), reverse=True)
+                     if r.parseable and not r.greedy and r.index != j.anchor), key=lambda t: (-t[0], t[1]))
     how = "drawn at random (random-anchor ablation)" if j.strategy == "random-anchor" else "highest confidence"
     text = f"#{j.anchor}: {how}, {_conf(anchor.confidence)}"
     if others:

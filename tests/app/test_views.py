@@ -142,3 +142,15 @@ def test_bad_auth_does_not_echo_the_password(monkeypatch: pytest.MonkeyPatch) ->
 )
 def test_torch_threads(fields: dict, threads: int | None) -> None:
     assert load_settings(**fields).torch_threads() == threads
+
+
+def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:
+    from reflectrm.core.types import Judgment, ParseStatus, Rollout
+
+    from app.views import anchor_reason
+
+    rollouts = tuple(Rollout(index=k, text="t", analysis=f"a{k}", prediction=1, status=ParseStatus.OK,
+                             confidence=c, num_tokens=3) for k, c in enumerate([-0.1, -0.1, -0.5, -0.1]))
+    j = Judgment(pair=PreferencePair.from_query("q", "a", "b"), strategy="reflectrm", rollouts=rollouts, verdict=1,
+                 anchor=0)
+    assert anchor_reason(j) == "#0: highest confidence, -0.100; next best #1 at -0.100, lowest #2 at -0.500"
