@@ -1,5 +1,5 @@
 """SQLAlchemy 2 typed models: pairs, judgments and their samples and reflections, corrections,
-derived training examples, dataset snapshots, and placeholders for training and evaluation runs.
+derived training examples, dataset snapshots, training runs, and a placeholder for evaluation runs.
 
 Rows that describe what happened (pairs, judgments, samples, reflections, example contents) are
 never updated after they are written; what people change (corrections, example states) is
@@ -40,6 +40,9 @@ EXAMPLE_STATES = ("active", "excluded", "withdrawn")
 """active: used by snapshots; excluded: set aside by a person; withdrawn: its correction was withdrawn or edited."""
 
 MARKS = ("right", "wrong")
+
+TRAINING_STATES = ("starting", "running", "completed", "cancelled", "failed", "interrupted")
+"""As `reflectrm.training.runs.STATES`. interrupted: the run's process went away without recording an end."""
 
 
 class Base(DeclarativeBase):
@@ -258,18 +261,28 @@ class SnapshotMember(Base):
 
 
 class TrainingRun(Base):
-    """Placeholder for the training issue: a run on a snapshot. Later migrations add columns."""
+    """A GRPO run on a snapshot (`reflectrm.training.jobs`). Its run folder is the live record; the app copies
+    the state, step and closing figures here as it watches, so runs stay listed after the folder is gone."""
 
     __tablename__ = "training_runs"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({', '.join(repr(s) for s in TRAINING_STATES)})", name="status_known"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("dataset_snapshots.id"))
-    base_model: Mapped[str]
-    output_model: Mapped[str]
-    config: Mapped[dict[str, Any]]
-    status: Mapped[str] = mapped_column(String(20))
-    metrics: Mapped[dict[str, Any]]
+    base_model: Mapped[str]  # the model trained: a Hugging Face id or a local folder
+    output_model: Mapped[str]  # the newest loadable model (final/, else the last checkpoint); "" before any
+    run_dir: Mapped[str] = mapped_column(unique=True)  # the run folder: status, metrics, log, checkpoints
+    config: Mapped[dict[str, Any]]  # the TrainConfig, as `TrainConfig.to_dict()`
+    status: Mapped[str] = mapped_column(String(20), index=True)  # one of TRAINING_STATES
+    step: Mapped[int] = mapped_column(Integer, default=0)  # optimizer steps done
+    total_steps: Mapped[int | None] = mapped_column(Integer)  # NULL until the trainer has started
+    metrics: Mapped[dict[str, Any]]  # the latest figures: loss, reward, mean reward, elapsed seconds
+    error: Mapped[str] = mapped_column(default="")  # why a failed run failed
+    log_tail: Mapped[str] = mapped_column(default="")  # the end of the worker's log, kept when the run ends
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from db.derivation import Mark
 from reflectrm.core.types import Choice, Judgment, PreferencePair
@@ -136,3 +136,39 @@ class ImportReport:
     added: int
     already_present: int
     pair_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingRunRecord:
+    """A training run as stored (the run folder holds the live detail: `reflectrm.training.runs`).
+
+    Attributes:
+        snapshot_name: the snapshot it trained on ("" when none).
+        config: the `TrainConfig` as a dict.
+        status: one of `db.models.TRAINING_STATES`.
+        output_model: the newest loadable model folder (final/, else the last checkpoint); "" before any.
+        metrics: the latest figures (loss, reward, mean reward, elapsed seconds).
+        log_tail: the end of the worker's log, kept when the run ended.
+    """
+
+    id: int
+    snapshot_id: int | None
+    snapshot_name: str
+    base_model: str
+    output_model: str
+    run_dir: str
+    config: dict[str, Any]
+    status: str
+    step: int
+    total_steps: int | None
+    metrics: dict[str, Any]
+    error: str
+    log_tail: str
+    created_at: datetime
+    updated_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        """Whether the run was last seen starting or running."""
+        return self.status in ("starting", "running")

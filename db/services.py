@@ -14,14 +14,14 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from db import curation, exporting, repository, schema
+from db import curation, exporting, repository, schema, training
 from db.derivation import DEFAULT_MAX_PAIRS, Mark
 from db.engine import make_engine, run_transaction, session_factories
 from db.formats import check_export
@@ -35,6 +35,7 @@ from db.records import (
     SnapshotRecord,
     StoredJudgment,
     StoredPair,
+    TrainingRunRecord,
 )
 from db.settings import Settings, normalise_url
 from reflectrm.core.types import Choice, Judgment, PreferencePair
@@ -290,6 +291,45 @@ class JudgmentStore:
             return curation.snapshot_hash(s, snapshot_id=snapshot_id) == stored.content_hash
 
         return self._read(work)
+
+    # --- training runs -------------------------------------------------------------------------------
+
+    def add_training_run(
+        self,
+        *,
+        snapshot_id: int | None,
+        base_model: str,
+        run_dir: str,
+        config: Mapping[str, Any],
+        status: str = "starting",
+    ) -> TrainingRunRecord:
+        """Record a training run on a snapshot (its folder, model and `TrainConfig` dict)."""
+
+        def work(s: Session) -> TrainingRunRecord:
+            run_id = training.add_training_run(s, snapshot_id=snapshot_id, base_model=base_model, run_dir=run_dir,
+                                               config=config, status=status)
+            return training.get_training_runs(s, run_ids=[run_id])[0]
+
+        return self._write(work)
+
+    def update_training_run(self, run_id: int, **changes: Any) -> TrainingRunRecord:
+        """Change a run's status, step, figures, error, log or output model (see `db.training.UPDATABLE`)."""
+
+        def work(s: Session) -> TrainingRunRecord:
+            training.update_training_run(s, run_id=run_id, changes=changes)
+            return training.get_training_runs(s, run_ids=[run_id])[0]
+
+        return self._write(work)
+
+    def training_runs(self, *, statuses: Sequence[str] | None = None) -> list[TrainingRunRecord]:
+        """Recorded runs, oldest first (only those in `statuses` when given)."""
+        return self._read(lambda s: training.get_training_runs(s, statuses=statuses))
+
+    def training_run(self, run_id: int) -> TrainingRunRecord:
+        found = self._read(lambda s: training.get_training_runs(s, run_ids=[run_id]))
+        if not found:
+            raise InputError(f"training run {run_id} does not exist: pick one from the list")
+        return found[0]
 
     # --- export and maintenance ---------------------------------------------------------------------
 
