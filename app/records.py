@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment
+from db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment, TrainingRunRecord
 from reflectrm.core.types import Choice, Judgment
 from reflectrm.pipeline import orders_agree
+from reflectrm.training.runs import Checkpoint, RunProgress
 
 PAPER_MIX = (4, 1)
 """The paper's preference : reflection mix of training data."""
@@ -195,3 +196,41 @@ class Mix:
             return f"More preference examples than 4:1: exclude {extra} or add reflection pairs."
         short = self.reflection * want_pref // want_refl - self.preference
         return f"More reflection pairs than 4:1: add {short} preference examples (or exclude reflection pairs)."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainRequest:
+    """What the Train form asks for: a GRPO run on a snapshot (the rest of `TrainConfig` keeps its defaults).
+
+    Attributes:
+        snapshot: the snapshot's name.
+        base_model: the model to train (a local folder or a Hugging Face id); the form offers the active judge.
+        max_steps: optimizer steps in all.
+        batch_size: prompts per step; each gets `num_generations` completions (the GRPO group).
+        max_completion_length: tokens per completion.
+        save_steps: a checkpoint every N steps (and at the end, and on cancel).
+        gradient_checkpointing: trade compute for memory (worth it for large models on a GPU).
+    """
+
+    snapshot: str
+    base_model: str
+    max_steps: int
+    learning_rate: float
+    lora: bool = False
+    batch_size: int = 64
+    num_generations: int = 8
+    max_completion_length: int = 1024
+    save_steps: int = 50
+    gradient_checkpointing: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """One training run as the Train tab shows it: the stored row, and its folder's live progress."""
+
+    run: TrainingRunRecord
+    progress: RunProgress
+
+    @property
+    def checkpoints(self) -> tuple[Checkpoint, ...]:
+        return self.progress.checkpoints

@@ -84,30 +84,57 @@ class ReviewLeases:
 
 
 class ModelHolder:
-    """Loads the backend once, on first use or in the background at start-up.
+    """Holds the judge every operation uses: loaded once (on first use or in the background at start-up),
+    and switched to another model on request (a checkpoint made the active judge).
 
     Args:
         loader: builds the backend.
         warm: run once on the new backend before anyone uses it (a first generation in a process pays
             one-off set-up costs, several seconds on CPU, that should not land on the first click).
+        name: what the loader loads (a model path or Hugging Face id), shown as the active judge.
     """
 
-    def __init__(self, loader: Callable[[], Backend], *, warm: Callable[[Backend], None] | None = None) -> None:
+    def __init__(self, loader: Callable[[], Backend], *, warm: Callable[[Backend], None] | None = None,
+                 name: str = "") -> None:
         self._loader = loader
         self._warm_fn = warm
-        self._lock = threading.Lock()
+        self._name = name
+        self._lock = threading.Lock()  # guards the fields; held while the first load runs
+        self._switching = threading.Lock()  # one switch at a time
         self._backend: Backend | None = None
+
+    @property
+    def name(self) -> str:
+        """The active judge: the model it loads ("" when the loader did not say)."""
+        with self._lock:
+            return self._name
 
     def get(self) -> Backend:
         with self._lock:
             if self._backend is None:
                 started = time.perf_counter()
-                backend = self._loader()
-                if self._warm_fn is not None:
-                    self._warm_fn(backend)
-                self._backend = backend
+                self._backend = self._load(self._loader)
                 log.info("model loaded and warmed up in %.1fs", time.perf_counter() - started)
             return self._backend
+
+    def switch(self, loader: Callable[[], Backend], *, name: str) -> Backend:
+        """Load another model and make it the one every later `get` returns.
+
+        The new model loads while the current one keeps serving; operations already holding the
+        current backend finish on it. If loading fails, nothing changes.
+        """
+        with self._switching:
+            backend = self._load(loader)
+            with self._lock:
+                self._loader, self._backend, self._name = loader, backend, name
+        log.info("the active judge is now %s", name)
+        return backend
+
+    def _load(self, loader: Callable[[], Backend]) -> Backend:
+        backend = loader()
+        if self._warm_fn is not None:
+            self._warm_fn(backend)
+        return backend
 
     def warm_up(self) -> threading.Thread:
         thread = threading.Thread(target=self._warm, name="reflectrm-model-load", daemon=True)

@@ -27,6 +27,7 @@ from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import InputError
+from reflectrm.demo import DEMO_MODEL_DIR
 from reflectrm.pipeline import judge_many, orders_agree, rejudge
 
 from app.records import (
@@ -42,6 +43,7 @@ from app.records import (
 )
 from app.resources import CancelTokens, GuardedBackend, ModelHolder, Progress, ReviewLeases, warm_up_generation
 from app.settings import AppSettings
+from app.training import TrainingService, default_runs_dir
 
 log = logging.getLogger(__name__)
 
@@ -154,22 +156,45 @@ class AppServices:
     model: ModelHolder
     cancels: CancelTokens = field(default_factory=CancelTokens)
     leases: ReviewLeases = field(default_factory=ReviewLeases)
+    training: TrainingService | None = None  # None: built over `store` and `settings`
     _generation_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.training is None:
+            runs_dir = self.settings.runs_dir or default_runs_dir(self.store.engine.url.render_as_string(hide_password=False))
+            self.training = TrainingService(store=self.store, settings=self.settings, runs_dir=Path(runs_dir),
+                                            active_judge=lambda: self.model.name)
+            self.training.reconcile()  # runs that were going when the app last stopped: now interrupted
 
     @classmethod
     def start(cls, settings: AppSettings, *, backend: Backend | None = None) -> AppServices:
         """Open the store and (in the background) the model the settings name."""
         store = JudgmentStore.open(settings.database_url)
         if backend is not None:
-            holder = ModelHolder(lambda: backend)
+            holder = ModelHolder(lambda: backend, name=backend.model_id)
         else:
-            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.warm_up else None)
+            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.warm_up else None,
+                                 name=settings.model or str(DEMO_MODEL_DIR))
             if settings.warm_up:
                 holder.warm_up()
         return cls(store=store, settings=settings, model=holder)
 
     def close(self) -> None:
         self.store.close()
+
+    def active_judge(self) -> str:
+        """The model the app judges with now (a path or Hugging Face id)."""
+        return self.model.name or self.settings.model or str(DEMO_MODEL_DIR)
+
+    def use_judge(self, run_id: int, checkpoint: str) -> str:
+        """Make a training run's checkpoint the judge every later judgment uses; returns its path.
+
+        The checkpoint loads while the current judge keeps serving; judgments under way finish on it.
+        """
+        found = self.training.checkpoint(run_id, checkpoint)
+        path = str(found.path)
+        self.model.switch(lambda: _load_backend(self.settings, model=path), name=path)
+        return path
 
     def _backend(self, cancel: threading.Event | None = None, progress: Progress | None = None) -> GuardedBackend:
         return GuardedBackend(self.model.get(), self._generation_lock, cancel, progress)
@@ -435,7 +460,7 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
 
 
 
-def _load_backend(settings: AppSettings) -> Backend:
+def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend:
     from reflectrm.backends import load_backend
 
     threads = settings.torch_threads()
@@ -444,4 +469,4 @@ def _load_backend(settings: AppSettings) -> Backend:
 
         torch.set_num_threads(threads)
 
-    return load_backend(settings.model, backend=settings.backend, device=settings.device)
+    return load_backend(model or settings.model, backend=settings.backend, device=settings.device)

@@ -3,12 +3,14 @@
     REFLECTRM_AUTH="ana:secret,ben:hunter2"      # optional login
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db
     REFLECTRM_MAX_NEW_TOKENS=96                   # the demo judge writes ~45 tokens
+    REFLECTRM_RUNS_DIR=/data/runs                 # where the Train tab's runs live
 
 Command-line options (`reflectrm app --port ...`) override the environment.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
@@ -41,6 +43,7 @@ class AppSettings(BaseSettings):
     # torch CPU threads. None: 1 for the bundled demo judge (3.3 M parameters: a second thread barely helps, and
     # on a busy 2-core machine two threads spin-wait each other into minutes per judgment), torch's default otherwise
     cpu_threads: int | None = Field(None, ge=1)
+    runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
 
     @field_validator("strategy")
     @classmethod

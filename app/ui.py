@@ -17,10 +17,10 @@ from typing import Any
 import gradio as gr
 
 from app import views
-from app.records import ExampleFilter, JudgeResult, ReviewItem
+from app.records import ExampleFilter, JudgeResult, ReviewItem, TrainRequest
 from app.services import AppServices, build_pair, parse_day, parse_ids, parse_marks
 from reflectrm.core.strategies import STRATEGIES
-from reflectrm.errors import ReflectRMError
+from reflectrm.errors import InputError, ReflectRMError
 
 LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
 STRATEGY_NAMES = tuple(STRATEGIES)
@@ -631,6 +631,177 @@ def _history_tab(services: AppServices, judge: _JudgeView, tabs: gr.Tabs, tab: g
     to_judge.click(open_in_judge, jid, [*open_outs, status], api_visibility="private")
 
 
+# --- Train ----------------------------------------------------------------------------------------------------
+
+
+def _snapshot_choices(services: AppServices, current: str | None) -> Any:
+    names = [s.name for s in reversed(services.snapshots())]  # newest first
+    return gr.update(choices=names, value=current if current in names else (names[0] if names else None))
+
+
+def _train_view(services: AppServices, run_id: int | None, seen: dict[str, Any]) -> dict[str, Any]:
+    """What changed in a watched run since `seen` (keys: which parts were last drawn from what)."""
+    if run_id is None:
+        return {"line": "no run yet: pick a snapshot and press Start", "seen": {}, "active": False}
+    view = services.training.watch(int(run_id))
+    p = view.progress
+    parts = {"step": (view.run.id, p.step, p.state), "log": (view.run.id, p.log_tail),
+             "checkpoints": (view.run.id, tuple(str(c.path) for c in p.checkpoints)),
+             "completions": (view.run.id, tuple((c.get("step"), c.get("text")) for c in p.completions[-1:]))}
+    changed = {k for k, v in parts.items() if seen.get(k) != repr(v)}
+    return {"line": views.train_status_line(view), "view": view, "changed": changed,
+            "seen": {k: repr(v) for k, v in parts.items()}, "active": not p.finished}
+
+
+def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
+    training = services.training
+    d = training.defaults()
+    with gr.Row():
+        with gr.Column(scale=2):
+            with gr.Row():
+                snapshot = gr.Dropdown(label="Snapshot (take one in Curate)", choices=[], scale=3,
+                                       elem_id="train-snapshot")
+                refresh = gr.Button("Refresh", size="sm", scale=1, elem_id="train-refresh")
+            base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
+                                    elem_id="train-base-model")
+            with gr.Row():
+                max_steps = gr.Number(d.max_steps, precision=0, minimum=1, label="Max steps", elem_id="train-max-steps")
+                lr = gr.Number(d.learning_rate, label="Learning rate", elem_id="train-lr")
+                lora = gr.Checkbox(d.lora, label="LoRA adapter", elem_id="train-lora")
+            with gr.Accordion("More settings", open=False):
+                with gr.Row():
+                    batch = gr.Number(d.batch_size, precision=0, minimum=1, label="Prompts per step",
+                                      elem_id="train-batch")
+                    group = gr.Number(d.num_generations, precision=0, minimum=2, label="Group size (samples per prompt)",
+                                      elem_id="train-group")
+                with gr.Row():
+                    length = gr.Number(d.max_completion_length, precision=0, minimum=1, label="Max completion tokens",
+                                       elem_id="train-length")
+                    save = gr.Number(d.save_steps, precision=0, minimum=1, label="Checkpoint every N steps",
+                                     elem_id="train-save")
+                grad_ckpt = gr.Checkbox(d.gradient_checkpointing, label="Gradient checkpointing (less GPU memory, slower)")
+            with gr.Row():
+                start = gr.Button("Start", variant="primary", elem_id="train-start")
+                cancel = gr.Button("Cancel (again: stop at once)", variant="stop", elem_id="train-cancel")
+                resume = gr.Button("Resume", elem_id="train-resume")
+            status = gr.Textbox(label="Status", interactive=False, elem_id="train-status")
+        with gr.Column(scale=3):
+            line = gr.Textbox(label="Progress", interactive=False, elem_id="train-progress")
+            with gr.Row():
+                loss = gr.LinePlot(views.curve_frame([], "loss"), x="step", y="loss", title="Loss", height=240,
+                                   elem_id="train-loss")
+                reward = gr.LinePlot(views.curve_frame([], "reward"), x="step", y="reward", title="Mean reward",
+                                     y_lim=[0, 1], height=240, elem_id="train-reward")
+            with gr.Row():
+                checkpoint = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3,
+                                         elem_id="train-checkpoint")
+                use = gr.Button("Use as judge", scale=1, elem_id="train-use")
+    runs = gr.Dataframe(views.runs_frame([]), label="Runs, newest first (select a row to watch it)",
+                        interactive=False, elem_id="train-runs")
+    completions = gr.Dataframe(views.completions_frame([]), label="Recent completions (newest first)",
+                               interactive=False, wrap=True, elem_id="train-completions")
+    log = gr.Textbox(label="Log (the end)", lines=12, max_lines=20, interactive=False, autoscroll=True,
+                     elem_id="train-log")
+    timer = gr.Timer(2.0, active=False)
+    watched = gr.State(None)
+    seen = gr.State({})
+
+    shown = [line, loss, reward, checkpoint, completions, log, runs, seen, timer, watched]
+    form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt]
+
+    def show(run_id, last, *, full: bool = False) -> dict:
+        got = _train_view(services, run_id, {} if full else (last or {}))
+        out: dict[Any, Any] = {line: got["line"], seen: got["seen"], timer: gr.Timer(active=got["active"]),
+                               watched: run_id}
+        if "view" not in got:
+            return out
+        view, changed = got["view"], got["changed"]
+        if "step" in changed:
+            out.update({loss: views.curve_frame(view.progress.loss, "loss"),
+                        reward: views.curve_frame(view.progress.reward, "reward"),
+                        runs: views.runs_frame(training.runs())})
+        if "checkpoints" in changed:
+            choices = views.checkpoint_choices(view.checkpoints)
+            out[checkpoint] = gr.update(choices=choices, value=choices[0][1] if choices else None)
+        if "completions" in changed:
+            out[completions] = views.completions_frame(view.progress.completions)
+        if "log" in changed:
+            out[log] = view.progress.log_tail
+        return out
+
+    def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt) -> TrainRequest:
+        return TrainRequest(snapshot=snap or "", base_model=model or "", max_steps=_whole(steps, "max steps"),
+                            learning_rate=float(rate or 0), lora=bool(use_lora),
+                            batch_size=_whole(prompts, "prompts per step"), num_generations=_whole(size, "group size"),
+                            max_completion_length=_whole(tokens, "max completion tokens"),
+                            save_steps=_whole(every, "checkpoint every N steps"), gradient_checkpointing=bool(ckpt))
+
+    def start_run(*values):
+        try:
+            run = training.start(request_of(*values))
+        except ReflectRMError as exc:
+            return {status: f"error: {exc}"}
+        return {**show(run.id, {}, full=True), status: f"started run #{run.id} on snapshot {run.snapshot_name!r}"}
+
+    def cancel_run(run_id, last):
+        if run_id is None:
+            return {status: "error: no run is shown: start one or select one in the list"}
+        try:
+            forced = training.cancel(int(run_id))
+        except ReflectRMError as exc:
+            return {status: f"error: {exc}"}
+        note = (f"run #{run_id} stopped at once" if forced
+                else f"run #{run_id} stops after the step in progress, with a checkpoint (press again to stop at once)")
+        return {**show(run_id, last), status: note}
+
+    def resume_run(run_id, steps):
+        if run_id is None:
+            return {status: "error: no run is shown: select one in the list"}
+        try:
+            run = training.resume(int(run_id), max_steps=_whole(steps, "max steps"))
+        except ReflectRMError as exc:
+            return {status: f"error: {exc}"}
+        return {**show(run.id, {}, full=True), status: f"resumed run #{run.id} from its last checkpoint"}
+
+    def use_checkpoint(run_id, path):
+        if run_id is None or not path:
+            return {status: "error: pick a checkpoint of a run first (a run saves them as it trains)"}
+        try:
+            name = services.use_judge(int(run_id), path)
+        except ReflectRMError as exc:
+            return {status: f"error: {exc}"}
+        return {status: f"the judge is now {name}: judgments from now on use it", active_judge: name,
+                base_model: name}
+
+    def open_tab(run_id, last, current):
+        if run_id is None:
+            listed = training.runs()
+            run_id = listed[0].id if listed else None
+        return {**show(run_id, last, full=True), snapshot: _snapshot_choices(services, current)}
+
+    def select_run(evt: gr.SelectData):
+        row = evt.row_value
+        return show(int(row[0]), {}, full=True) if row else {}
+
+    quiet = {"api_visibility": "private", "show_progress": "hidden"}
+    timer.tick(lambda run_id, last: show(run_id, last), [watched, seen], shown, **quiet)
+    tab.select(open_tab, [watched, seen, snapshot], [*shown, snapshot], **quiet)
+    refresh.click(lambda current: _snapshot_choices(services, current), snapshot, snapshot, api_visibility="private")
+    start.click(start_run, form, [*shown, status], api_visibility="private", concurrency_limit=1)
+    cancel.click(cancel_run, [watched, seen], [*shown, status], api_visibility="private")
+    resume.click(resume_run, [watched, max_steps], [*shown, status], api_visibility="private", concurrency_limit=1)
+    use.click(use_checkpoint, [watched, checkpoint], [status, active_judge, base_model], api_visibility="private",
+              concurrency_limit=1)
+    runs.select(select_run, None, shown, **quiet)
+
+
+def _whole(value: Any, what: str) -> int:
+    """A form number that must be a whole number (a clear error instead of a silent cut)."""
+    if value is None or float(value) != int(value):
+        raise InputError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def _source_choices(services: AppServices, copies: int, *, current: str = "") -> list[Any]:
     """Dropdown updates listing the data sets (keeping `current` selected when it is one)."""
     names = services.sources()
@@ -682,10 +853,13 @@ def _api(services: AppServices) -> None:
 
 
 def build_app(services: AppServices) -> gr.Blocks:
-    """The whole app: five tabs and the named API."""
+    """The whole app: six tabs and the named API."""
     with gr.Blocks(title="ReflectRM", analytics_enabled=False) as demo:
         _api(services)  # first, so the endpoints get their plain names (/judge, /audit, /correct, /rejudge)
-        gr.Markdown("## ReflectRM: look inside judgments, audit positional bias, correct the judge")
+        with gr.Row():
+            gr.Markdown("## ReflectRM: look inside judgments, audit positional bias, correct the judge, retrain it")
+            active_judge = gr.Textbox(services.active_judge(), label="Active judge", interactive=False, scale=0,
+                                      min_width=420, elem_id="active-judge")
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Judge", id="judge", elem_id="tab-judge"):
                 judge = _judge_tab(services)
@@ -697,8 +871,11 @@ def build_app(services: AppServices) -> gr.Blocks:
                 _curate_tab(services, curate_tab)
             with gr.Tab("History", id="history", elem_id="tab-history") as history_tab:
                 _history_tab(services, judge, tabs, history_tab)
+            with gr.Tab("Train", id="train", elem_id="tab-train") as train_tab:
+                _train_tab(services, train_tab, active_judge)
         _wire_judge_audit(services, judge, audit, tabs)
-        demo.load(lambda: _source_choices(services, 2), None, [judge.source, audit.source], api_visibility="private")
+        demo.load(lambda: [*_source_choices(services, 2), services.active_judge()], None,
+                  [judge.source, audit.source, active_judge], api_visibility="private")
     return demo
 
 

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem
-from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord
+from app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView
+from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
+from reflectrm.training.runs import Checkpoint
 
 _TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
 
@@ -329,3 +330,70 @@ def snapshots_frame(rows: Sequence[SnapshotRecord]) -> pd.DataFrame:
         "id": s.id, "name": s.name, "preference": s.num_preference, "reflection": s.num_reflection,
         "hash": s.content_hash[:16], "note": s.note, "created": s.created_at.strftime("%Y-%m-%d %H:%M"),
     } for s in rows], columns=["id", "name", "preference", "reflection", "hash", "note", "created"])
+
+
+# --- train ----------------------------------------------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    """12 -> "12s", 125 -> "2m 05s", 7300 -> "2h 01m"."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def train_status_line(view: RunView) -> str:
+    """Where a run stands, in one line: "run #3 running: step 4 / 40 · ~1m 12s left"."""
+    run, p = view.run, view.progress
+    head = f"run #{run.id} {p.state}"
+    steps = f"step {p.step} / {p.total_steps}" if p.total_steps else f"step {p.step}"
+    if p.state == "starting":
+        return f"{head}: loading the model and data ({duration(p.elapsed_s)} so far)"
+    if p.state == "running":
+        left = "estimating time left" if p.eta_s is None else f"~{duration(p.eta_s)} left"
+        return f"{head}: {steps} · {left}"
+    if p.state == "failed":
+        return f"{head} at {steps}: {p.error or 'see the log'} (the log below shows why; Resume retries)"
+    if p.state == "interrupted":
+        return f"{head} at {steps}: its process stopped without finishing; Resume continues from the last checkpoint"
+    if p.state == "cancelled":
+        return f"{head} at {steps}: Resume continues from the last checkpoint"
+    return f"{head}: {steps} in {duration(p.elapsed_s)}"
+
+
+def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame:
+    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes)."""
+    return pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
+
+
+def completions_frame(rows: Sequence[dict]) -> pd.DataFrame:
+    """Recent sampled completions, newest first; the text is data, shown as plain text."""
+    columns = ["step", "task", "label", "reward", "completion"]
+    return pd.DataFrame([{
+        "step": r.get("step") if r.get("step") is not None else "", "task": str(r.get("task") or ""),
+        "label": r.get("label") if r.get("label") is not None else "",
+        "reward": f"{float(r['reward']):.2f}" if isinstance(r.get("reward"), (int, float)) else "",
+        "completion": str(r.get("text") or ""),
+    } for r in reversed(rows)], columns=columns)
+
+
+def runs_frame(rows: Sequence[TrainingRunRecord]) -> pd.DataFrame:
+    columns = ["run", "snapshot", "status", "step", "base model", "started", "output"]
+    return pd.DataFrame([{
+        "run": r.id, "snapshot": r.snapshot_name, "status": r.status,
+        "step": f"{r.step} / {r.total_steps}" if r.total_steps else str(r.step),
+        "base model": _short(r.base_model, 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
+        "output": r.output_model,
+    } for r in rows], columns=columns)
+
+
+def checkpoint_choices(checkpoints: Sequence[Checkpoint]) -> list[tuple[str, str]]:
+    """Dropdown (label, path) pairs, the final model first."""
+    def label(c: Checkpoint) -> str:
+        kind = "final model" if c.final else "LoRA adapter" if c.lora else "checkpoint"
+        return f"step {c.step}: {kind} ({c.path.name})"
+
+    return [(label(c), str(c.path)) for c in reversed(checkpoints)]

@@ -1,0 +1,293 @@
+"""The Train tab's service: GRPO runs on a store snapshot, each in its own process (`reflectrm.training.jobs`).
+
+    run = training.start(TrainRequest(snapshot="train-1", base_model=str(DEMO_MODEL_DIR), max_steps=100, ...))
+    view = training.watch(run.id)       # RunView: the stored run and its folder's live progress
+    training.cancel(run.id)             # stops after the step in progress, with a checkpoint
+    training.resume(run.id)             # continues from the last checkpoint
+
+A run's folder is its live record; `watch` and `runs` copy its state and figures into the store's
+`training_runs` row, and `reconcile` (run when the app starts) marks runs whose process went away
+as interrupted. One run trains at a time: runs share the machine with the judge the app serves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from app.records import RunView, TrainRequest
+from app.settings import AppSettings
+from db.records import SnapshotRecord, TrainingRunRecord
+from db.services import JudgmentStore
+from reflectrm.errors import InputError
+from reflectrm.training import jobs
+from reflectrm.training.grpo import TrainConfig, check_model
+from reflectrm.training.runs import Checkpoint, RunFiles, RunProgress, list_checkpoints, read_progress
+
+log = logging.getLogger(__name__)
+
+DATA_FOLDER = "data"  # inside the runs folder: each snapshot exported once as a `datasets` folder
+LOG_CHARS = 6000  # the end of a worker's log shown, and kept in the store when a run ends
+_DEMO_DEFAULTS = MappingProxyType({"learning_rate": 5e-5, "batch_size": 4, "num_generations": 4, "save_steps": 20})
+"""Form defaults for the bundled demo judge (3.6 M parameters, on a CPU): small steps that finish in seconds.
+Other models get the paper's (`TrainConfig`)."""
+
+
+def default_runs_dir(database_url: str) -> Path:
+    """`runs/` beside a SQLite store's file; `./runs` for an in-memory or server database."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return Path(url.database).resolve().parent / "runs"
+    return Path("runs").resolve()
+
+
+def slug(text: str, *, limit: int = 40) -> str:
+    """`text` as a safe piece of a folder name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:limit] or "snapshot"
+
+
+def train_config(request: TrainRequest, settings: AppSettings) -> TrainConfig:
+    """The `TrainConfig` a form asks for, on the device and CPU threads the app runs with."""
+    if not isinstance(request.max_steps, int) or request.max_steps < 1:
+        raise InputError(f"max steps must be a whole number of at least 1, got {request.max_steps!r}")
+    sizes = (request.batch_size, request.num_generations)
+    completions = sizes[0] * sizes[1] if all(isinstance(x, int) for x in sizes) else 0
+    return TrainConfig(
+        learning_rate=request.learning_rate, batch_size=request.batch_size, num_generations=request.num_generations,
+        max_steps=request.max_steps, max_completion_length=request.max_completion_length,
+        # the largest pass that divides a step's completions, up to TrainConfig's default of 8
+        per_device_batch_size=math.gcd(completions, TrainConfig().per_device_batch_size) or 1,
+        save_steps=request.save_steps, lora=request.lora, gradient_checkpointing=request.gradient_checkpointing,
+        device=settings.device, cpu_threads=settings.torch_threads(),
+    )
+
+
+@dataclass
+class TrainingService:
+    """Start, watch, cancel and resume training runs; shared by every user (one lock guards starts).
+
+    Args:
+        store: where runs are recorded.
+        settings: the app settings (device, CPU threads, the judge's model).
+        runs_dir: where run folders (and exported snapshots) live.
+        active_judge: the model the app judges with now (a path or id; "" for the bundled demo judge).
+    """
+
+    store: JudgmentStore
+    settings: AppSettings
+    runs_dir: Path
+    active_judge: Callable[[], str] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _jobs: dict[int, jobs.TrainJob] = field(default_factory=dict)  # runs this process started: it reaps them
+
+    # --- the form --------------------------------------------------------------------------------------
+
+    def defaults(self) -> TrainRequest:
+        """What the form shows first: the active judge as the base model, sizes that suit it."""
+        from reflectrm.demo import DEMO_MODEL_DIR
+
+        model = (self.active_judge() if self.active_judge else "") or self.settings.model or str(DEMO_MODEL_DIR)
+        paper = TrainConfig()
+        sizes = dict(_DEMO_DEFAULTS) if _is_demo(model) else {
+            "learning_rate": paper.learning_rate, "batch_size": paper.batch_size,
+            "num_generations": paper.num_generations, "save_steps": paper.save_steps}
+        return TrainRequest(snapshot="", base_model=model, max_steps=100, lora=False,
+                            max_completion_length=self.settings.max_new_tokens,
+                            gradient_checkpointing=not _is_demo(model), **sizes)
+
+    # --- start, cancel, resume ------------------------------------------------------------------------
+
+    def start(self, request: TrainRequest) -> TrainingRunRecord:
+        """Start a run on a snapshot in its own process; returns the stored run (status `starting`)."""
+        with self._lock:
+            self._refuse_if_training()
+            snapshot = self._snapshot(request.snapshot)
+            base_model = request.base_model.strip()
+            if not base_model:
+                raise InputError("give a base model to train: a model folder or a Hugging Face id (the active judge "
+                                 "is filled in by default)")
+            check_model(base_model)
+            config = train_config(request, self.settings)
+            data = self._snapshot_data(snapshot)
+            run_dir = self.runs_dir / f"run-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+            run = self.store.add_training_run(snapshot_id=snapshot.id, base_model=base_model, run_dir=str(run_dir),
+                                              config=config.to_dict())
+            try:
+                self._jobs[run.id] = jobs.start_run(run_dir, data=data, model=base_model, config=config,
+                                                    env=self._worker_env())
+            except Exception as exc:
+                self.store.update_training_run(run.id, status="failed", error=f"{type(exc).__name__}: {exc}",
+                                               finished_at=_now())
+                raise
+            log.info("started training run %d in %s on snapshot %r", run.id, run_dir, snapshot.name)
+            return self.store.training_run(run.id)
+
+    def cancel(self, run_id: int) -> bool:
+        """Ask a running run to stop after its step (with a checkpoint); asked again, stop it at once.
+
+        Returns:
+            True when the run was killed at once (its last checkpoint stays; the step in progress is lost).
+        """
+        view = self.watch(run_id)
+        if not view.run.active:
+            raise InputError(f"run #{run_id} is {view.run.status}, not running: nothing to cancel")
+        force = RunFiles(Path(view.run.run_dir)).cancel.exists()  # a second Cancel
+        jobs.cancel_run(view.run.run_dir, force=force)
+        self.watch(run_id)
+        return force
+
+    def resume(self, run_id: int, *, max_steps: int | None = None) -> TrainingRunRecord:
+        """Continue a run that stopped (cancelled, failed, interrupted) from its last checkpoint.
+
+        `max_steps` changes how many steps it takes in all; a completed run needs more steps than it took.
+        """
+        with self._lock:
+            self._refuse_if_training()
+            run = self.watch(run_id).run
+            if not (Path(run.run_dir) / "run.json").exists():
+                raise InputError(f"run #{run_id}'s folder {run.run_dir} is gone: start a new run")
+            configured = run.config.get("max_steps")
+            steps = max_steps if max_steps is not None and max_steps != configured else None
+            if run.status == "completed" and (steps is None or steps <= run.step):
+                raise InputError(f"run #{run_id} completed all its {run.step} steps: set max steps above {run.step} "
+                                 "to train it further")
+            if steps is not None and steps < 1:
+                raise InputError(f"max steps must be a whole number of at least 1, got {steps!r}")
+            self._jobs[run_id] = jobs.resume_run(run.run_dir, max_steps=steps, env=self._worker_env())
+            changes: dict[str, Any] = {"status": "starting", "error": "", "log_tail": "", "finished_at": None}
+            if steps is not None:
+                changes["config"] = {**run.config, "max_steps": steps}
+            return self.store.update_training_run(run_id, **changes)
+
+    def _refuse_if_training(self) -> None:
+        for run in self.runs():
+            if run.active:
+                raise InputError(f"run #{run.id} is still {run.status} (step {run.step} of {run.total_steps or '?'}): "
+                                 "cancel it or wait for it to finish; one run trains at a time")
+
+    def _snapshot(self, name: str) -> SnapshotRecord:
+        if not name:
+            raise InputError("choose a snapshot to train on (take one in the Curate tab)")
+        found = {s.name: s for s in self.store.snapshots()}
+        if name not in found:
+            raise InputError(f"snapshot {name!r} does not exist: pick one from the list (Refresh lists new ones)")
+        snapshot = found[name]
+        if snapshot.num_preference + snapshot.num_reflection == 0:
+            raise InputError(f"snapshot {name!r} holds no examples: correct judgments in the Review queue, then take "
+                             "a new snapshot in Curate")
+        return snapshot
+
+    def _snapshot_data(self, snapshot: SnapshotRecord) -> Path:
+        """The snapshot's training rows as a `datasets` folder (exported once; a snapshot never changes)."""
+        path = self.runs_dir / DATA_FOLDER / f"{slug(snapshot.name)}-{snapshot.content_hash[:12]}"
+        if not path.is_dir():  # the export writes a temporary folder and renames it: present means complete
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.store.export("training", fmt="hf", out=path, snapshot=snapshot.name)
+        return path
+
+    def _worker_env(self) -> dict[str, str]:
+        threads = self.settings.torch_threads()
+        return {"OMP_NUM_THREADS": str(threads)} if threads else {}
+
+    # --- watching --------------------------------------------------------------------------------------
+
+    def watch(self, run_id: int, *, completions: int = 16) -> RunView:
+        """A run's live progress; the store's row is brought up to date with it."""
+        run = self.store.training_run(int(run_id))
+        job = self._jobs.get(run.id)
+        if job is not None:
+            job.progress(completions=0)  # reaps an exited worker, so a crash is not taken for a live process
+        progress = read_progress(run.run_dir, completions=completions, log_chars=LOG_CHARS)
+        return RunView(run=self._sync(run, progress), progress=progress)
+
+    def runs(self) -> list[TrainingRunRecord]:
+        """Every recorded run, newest first; runs last seen active are brought up to date."""
+        return [self.watch(r.id, completions=0).run if r.active else r for r in reversed(self.store.training_runs())]
+
+    def reconcile(self) -> list[TrainingRunRecord]:
+        """Mark runs recorded as active whose process is gone as interrupted (the app calls this at start)."""
+        found = []
+        for run in self.store.training_runs(statuses=["starting", "running"]):
+            if (Path(run.run_dir) / "status.json").exists():
+                jobs.reconcile(run.run_dir)
+            view = self.watch(run.id, completions=0)
+            if view.run.status == "interrupted":
+                found.append(view.run)
+        if found:
+            log.warning("marked %d training run(s) interrupted: %s", len(found), ", ".join(f"#{r.id}" for r in found))
+        return found
+
+    def checkpoint(self, run_id: int, path: str) -> Checkpoint:
+        """One of a run's checkpoints (or its final model), by path."""
+        run = self.store.training_run(int(run_id))
+        for c in list_checkpoints(run.run_dir):
+            if str(c.path) == str(path):
+                return c
+        raise InputError(f"{path!r} is not a checkpoint of run #{run_id}: pick one from the run's list")
+
+    def _sync(self, run: TrainingRunRecord, p: RunProgress) -> TrainingRunRecord:
+        """Copy what changed in the run folder into the store's row (writes only when something did)."""
+        if not (Path(run.run_dir) / "run.json").exists():
+            if not run.active:
+                return run
+            return self.store.update_training_run(run.id, status="failed", finished_at=_now(),
+                                                  error=f"the run folder {run.run_dir} is gone")
+        changes = {k: v for k, v in _row_fields(p).items() if getattr(run, k) != v}
+        if p.finished:
+            if run.finished_at is None or "status" in changes:
+                changes["finished_at"] = _now()
+            if p.log_tail != run.log_tail:
+                changes["log_tail"] = p.log_tail
+        return self.store.update_training_run(run.id, **changes) if changes else run
+
+
+def _row_fields(p: RunProgress) -> dict[str, Any]:
+    """The store's copy of a run's progress (figures change only with the step)."""
+    output = p.checkpoints[-1].path if p.checkpoints else None
+    fields: dict[str, Any] = {"status": p.state, "step": p.step, "total_steps": p.total_steps, "error": p.error,
+                              "output_model": str(output) if output else ""}
+    fields["metrics"] = run_metrics(p)
+    return fields
+
+
+def run_metrics(p: RunProgress) -> dict[str, Any]:
+    """The latest loss and reward, the mean reward over the run, and steps logged."""
+    out: dict[str, Any] = {"logged_steps": len(p.metrics)}
+    if p.loss:
+        out["loss"] = p.loss[-1][1]
+    if p.reward:
+        out["reward"] = p.reward[-1][1]
+        out["mean_reward"] = sum(r for _, r in p.reward) / len(p.reward)
+    return out
+
+
+def _is_demo(model: str) -> bool:
+    """Whether `model` is the bundled demo judge or a model of its shape (a checkpoint trained from it)."""
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    shape = ("hidden_size", "num_hidden_layers", "vocab_size")
+    ours, theirs = _model_config(DEMO_MODEL_DIR), _model_config(Path(model))
+    return bool(ours) and all(ours.get(k) == theirs.get(k) for k in shape)
+
+
+def _model_config(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,92 @@
+"""End to end: the Train tab of the real `reflectrm app` (demo judge, SQLite), driven by Chromium.
+
+The store holds a snapshot of corrected judgments before the server starts; the browser starts a
+short GRPO run on it, watches its progress, and makes its final model the active judge.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+from db.services import JudgmentStore  # noqa: E402
+from reflectrm.backends import ScriptedBackend  # noqa: E402
+from reflectrm.core.config import JudgeConfig  # noqa: E402
+from reflectrm.demo.tasks import make_pairs  # noqa: E402
+from reflectrm.pipeline import judge_many  # noqa: E402
+from tests.app.browser import CHROMIUM, launch_chromium, running_app  # noqa: E402
+from tests.app.test_e2e import new_page, open_tab, table, value, wait_value  # noqa: E402
+from tests.db.helpers import scripted_output  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's Chromium at {CHROMIUM}"),
+]
+
+STEPS = 6  # long enough that the 2-second refresh sees the run between its steps
+
+
+def _seed_snapshot(url: str) -> None:
+    """Corrected judgments of demo-arithmetic pairs (a scripted judge), frozen as snapshot "seeded"."""
+    pairs = make_pairs(8, seed=7, source="demo-arith")
+    judgments = list(judge_many(pairs, ScriptedBackend(scripted_output), JudgeConfig(max_new_tokens=16)))
+    with JudgmentStore.open(url) as store:
+        for jid, pair in zip(store.record(judgments, swapped=False), pairs):
+            store.correct(jid, verdict=pair.label, author="seed")
+        store.snapshot("seeded")
+
+
+def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    _seed_snapshot(db_url)
+    with running_app(db_url, log=tmp_path / "app.log") as url, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = new_page(browser, url)
+        assert value(page, "active-judge").endswith("reflectrm/demo/model")
+        open_tab(page, "Train")
+        expect(page.locator("#train-snapshot input")).to_have_value("seeded")
+        assert value(page, "train-base-model") == value(page, "active-judge")  # the active judge by default
+        page.fill("#train-max-steps input", str(STEPS))
+        page.click("#train-start")
+        wait_value(page, "train-status", r"^(started run #1|error)")
+        assert value(page, "train-status") == "started run #1 on snapshot 'seeded'"
+
+        seen = _progress_lines(page, until=rf"^run #1 (completed|failed|interrupted)")
+        assert seen[-1].startswith(f"run #1 completed: step {STEPS} / {STEPS}"), (seen, value(page, "train-log"))
+        assert any(re.match(rf"run #1 running: step [1-{STEPS - 1}] / {STEPS} · (~\d|estimating)", s) for s in seen), seen
+        expect(page.locator("#train-log textarea")).to_have_value(re.compile(rf"completed at step {STEPS}"))
+        assert table(page, "train-completions"), "no recent completions shown"
+        runs = table(page, "train-runs")
+        assert (runs[0]["run"], runs[0]["snapshot"], runs[0]["status"]) == ("1", "seeded", "completed")
+        final = runs[0]["output"]
+        assert final.endswith("/final")
+        expect(page.locator("#train-checkpoint input")).to_have_value(re.compile(rf"step {STEPS}: final model"))
+
+        page.click("#train-use")
+        wait_value(page, "train-status", r"^(the judge is now|error)")
+        assert value(page, "train-status").startswith(f"the judge is now {final}")
+        assert value(page, "active-judge") == final
+        with JudgmentStore.open(db_url) as store:
+            stored = store.training_run(1)
+        assert (stored.status, stored.step, stored.output_model) == ("completed", STEPS, final)
+        browser.close()
+
+
+def _progress_lines(page, *, until: str, timeout_s: float = 300) -> list[str]:  # noqa: ANN001
+    """Every distinct line the Progress box showed, until one matches `until`."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = value(page, "train-progress")
+        if line and (not seen or seen[-1] != line):
+            seen.append(line)
+        if re.match(until, line):
+            return seen
+        page.wait_for_timeout(250)
+    raise AssertionError(f"the run did not finish within {timeout_s:.0f}s: {seen}")
