@@ -16,13 +16,15 @@ import sys
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `app` to the `reflectrm` parser."""
     p = sub.add_parser("app", help="serve the inspection app in the browser",
-                       description="Judge, audit positional bias, review and correct, curate: a Gradio app.")
+                       description="Judge, audit positional bias, review and correct, curate, retrain: a Gradio app.")
     p.add_argument("--host", help="interface to bind (default 127.0.0.1; $REFLECTRM_HOST)")
     p.add_argument("--port", type=int, help="port (default 7860; $REFLECTRM_PORT)")
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
     p.add_argument("--backend", help="generation backend (default transformers)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     p.add_argument("--db", help="database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)")
+    p.add_argument("--runs-dir", dest="runs_dir",
+                   help="training run folders of the Train tab (default: runs/ beside a SQLite store; $REFLECTRM_RUNS_DIR)")
     p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
                    help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
     p.set_defaults(func=cmd_app)
@@ -35,7 +37,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     from app.settings import load_settings
 
     settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
-                             device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens)
+                             device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
+                             runs_dir=args.runs_dir)
     from app.services import AppServices
     from app.ui import build_app, launch_options
 

@@ -682,7 +682,7 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
                 grad_ckpt = gr.Checkbox(d.gradient_checkpointing, label="Gradient checkpointing (less GPU memory, slower)")
             with gr.Row():
                 start = gr.Button("Start", variant="primary", elem_id="train-start")
-                cancel = gr.Button("Cancel (again: stop at once)", variant="stop", elem_id="train-cancel")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="train-cancel")
                 resume = gr.Button("Resume", elem_id="train-resume")
             status = gr.Textbox(label="Status", interactive=False, elem_id="train-status")
         with gr.Column(scale=3):

@@ -154,3 +154,58 @@ def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:
     j = Judgment(pair=PreferencePair.from_query("q", "a", "b"), strategy="reflectrm", rollouts=rollouts, verdict=1,
                  anchor=0)
     assert anchor_reason(j) == "#0: highest confidence, -0.100; next best #1 at -0.100, lowest #2 at -0.500"
+
+
+# --- train --------------------------------------------------------------------------------------------------------
+
+
+def _run_view(state: str, **progress: object):
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from app.records import RunView
+    from db.records import TrainingRunRecord
+    from reflectrm.training.runs import RunProgress
+
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    run = TrainingRunRecord(id=3, snapshot_id=1, snapshot_name="s", base_model="m", output_model="", run_dir="/r",
+                            config={}, status=state, step=0, total_steps=None, metrics={}, error="", log_tail="",
+                            created_at=now, updated_at=now, finished_at=None)
+    return RunView(run=run, progress=RunProgress(run_dir=Path("/r"), state=state, **progress))
+
+
+@pytest.mark.parametrize(
+    "state, progress, expected",
+    [
+        pytest.param("running", {"step": 4, "total_steps": 40, "eta_s": 72.4}, "run #3 running: step 4 / 40 · ~1m 12s left",
+                     id="running"),
+        # the first step of a (re)start has no pace yet: no made-up estimate
+        pytest.param("running", {"step": 0, "total_steps": 40}, "run #3 running: step 0 / 40 · estimating time left",
+                     id="no-pace-yet"),
+        pytest.param("starting", {"elapsed_s": 3.2}, "run #3 starting: loading the model and data (3s so far)",
+                     id="starting"),
+        pytest.param("completed", {"step": 40, "total_steps": 40, "elapsed_s": 7300},
+                     "run #3 completed: step 40 / 40 in 2h 01m", id="completed"),
+        pytest.param("failed", {"step": 2, "total_steps": 40, "error": "OSError: no weights"},
+                     "run #3 failed at step 2 / 40: OSError: no weights (the log below shows why; Resume retries)",
+                     id="failed-names-the-error"),
+        pytest.param("interrupted", {"step": 5, "total_steps": 40},
+                     "run #3 interrupted at step 5 / 40: its process stopped without finishing; Resume continues from "
+                     "the last checkpoint", id="interrupted-says-what-to-do"),
+    ],
+)
+def test_train_status_line(state: str, progress: dict, expected: str) -> None:
+    from app.views import train_status_line
+
+    assert train_status_line(_run_view(state, **progress)) == expected
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_completions_are_shown_verbatim_as_table_text_newest_first(text: str) -> None:
+    from app.views import completions_frame, curve_frame
+
+    frame = completions_frame([{"step": 1, "task": "response", "label": 1, "reward": 1.0, "text": "old"},
+                               {"step": 2, "task": "analysis", "label": 2, "reward": 0.0, "text": text}])
+    assert frame["completion"].tolist() == [text, "old"] and frame["reward"].tolist() == ["0.00", "1.00"]
+    curve = curve_frame([(1, 0.5), (2, 0.25)], "loss")
+    assert curve.dtypes.to_dict() == {"step": "int64", "loss": "float64"}  # numeric axes, not categories
