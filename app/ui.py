@@ -793,6 +793,10 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
     use.click(use_checkpoint, [watched, checkpoint], [status, active_judge, base_model], api_visibility="private",
               concurrency_limit=1)
     runs.select(select_run, None, shown, **quiet)
+    # a read-only Textbox does not follow new text on its own: show the end of the log, where the news is
+    log.change(None, None, None, js="() => { const t = document.querySelector('#train-log textarea'); "
+                                    "if (t) { requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; }); } }",
+               api_visibility="private")
 
 
 def _whole(value: Any, what: str) -> int:

@@ -61,6 +61,9 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         assert seen[-1].startswith(f"run #1 completed: step {STEPS} / {STEPS}"), (seen, value(page, "train-log"))
         assert any(re.match(rf"run #1 running: step [1-{STEPS - 1}] / {STEPS} · (~\d|estimating)", s) for s in seen), seen
         expect(page.locator("#train-log textarea")).to_have_value(re.compile(rf"completed at step {STEPS}"))
+        page.wait_for_timeout(300)
+        at_end = "(t) => t.scrollHeight - t.scrollTop - t.clientHeight < 4"
+        assert page.locator("#train-log textarea").evaluate(at_end), "the log does not show its end"
         assert table(page, "train-completions"), "no recent completions shown"
         runs = table(page, "train-runs")
         assert (runs[0]["run"], runs[0]["snapshot"], runs[0]["status"]) == ("1", "seeded", "completed")
