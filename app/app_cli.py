@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     p.add_argument("--db", help="database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)")
     p.add_argument("--runs-dir", dest="runs_dir",
-                   help="training run folders of the Train tab (default: runs/ beside a SQLite store; $REFLECTRM_RUNS_DIR)")
+                   help="training run folders of the Train tab (default: runs/ beside a SQLite store; "
+                        "$REFLECTRM_RUNS_DIR)")
     p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
                    help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
     p.set_defaults(func=cmd_app)

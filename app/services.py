@@ -161,8 +161,9 @@ class AppServices:
 
     def __post_init__(self) -> None:
         if self.training is None:
-            runs_dir = self.settings.runs_dir or default_runs_dir(self.store.engine.url.render_as_string(hide_password=False))
-            self.training = TrainingService(store=self.store, settings=self.settings, runs_dir=Path(runs_dir),
+            url = self.store.engine.url.render_as_string(hide_password=False)
+            runs_dir = Path(self.settings.runs_dir or default_runs_dir(url)).resolve()  # the app may restart elsewhere
+            self.training = TrainingService(store=self.store, settings=self.settings, runs_dir=runs_dir,
                                             active_judge=lambda: self.model.name)
             self.training.reconcile()  # runs that were going when the app last stopped: now interrupted
 

@@ -672,14 +672,15 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
                 with gr.Row():
                     batch = gr.Number(d.batch_size, precision=0, minimum=1, label="Prompts per step",
                                       elem_id="train-batch")
-                    group = gr.Number(d.num_generations, precision=0, minimum=2, label="Group size (samples per prompt)",
-                                      elem_id="train-group")
+                    group = gr.Number(d.num_generations, precision=0, minimum=2,
+                                      label="Group size (samples per prompt)", elem_id="train-group")
                 with gr.Row():
                     length = gr.Number(d.max_completion_length, precision=0, minimum=1, label="Max completion tokens",
                                        elem_id="train-length")
                     save = gr.Number(d.save_steps, precision=0, minimum=1, label="Checkpoint every N steps",
                                      elem_id="train-save")
-                grad_ckpt = gr.Checkbox(d.gradient_checkpointing, label="Gradient checkpointing (less GPU memory, slower)")
+                grad_ckpt = gr.Checkbox(d.gradient_checkpointing,
+                                        label="Gradient checkpointing (less GPU memory, slower)")
             with gr.Row():
                 start = gr.Button("Start", variant="primary", elem_id="train-start")
                 cancel = gr.Button("Cancel", variant="stop", elem_id="train-cancel")

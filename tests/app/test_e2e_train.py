@@ -59,7 +59,8 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
 
         seen = _progress_lines(page, until=rf"^run #1 (completed|failed|interrupted)")
         assert seen[-1].startswith(f"run #1 completed: step {STEPS} / {STEPS}"), (seen, value(page, "train-log"))
-        assert any(re.match(rf"run #1 running: step [1-{STEPS - 1}] / {STEPS} · (~\d|estimating)", s) for s in seen), seen
+        running = rf"run #1 running: step [1-{STEPS - 1}] / {STEPS} · (~\d|estimating)"
+        assert any(re.match(running, s) for s in seen), seen
         expect(page.locator("#train-log textarea")).to_have_value(re.compile(rf"completed at step {STEPS}"))
         page.wait_for_timeout(300)
         at_end = "(t) => t.scrollHeight - t.scrollTop - t.clientHeight < 4"

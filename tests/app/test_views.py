@@ -177,8 +177,8 @@ def _run_view(state: str, **progress: object):
 @pytest.mark.parametrize(
     "state, progress, expected",
     [
-        pytest.param("running", {"step": 4, "total_steps": 40, "eta_s": 72.4}, "run #3 running: step 4 / 40 · ~1m 12s left",
-                     id="running"),
+        pytest.param("running", {"step": 4, "total_steps": 40, "eta_s": 72.4},
+                     "run #3 running: step 4 / 40 · ~1m 12s left", id="running"),
         # the first step of a (re)start has no pace yet: no made-up estimate
         pytest.param("running", {"step": 0, "total_steps": 40}, "run #3 running: step 0 / 40 · estimating time left",
                      id="no-pace-yet"),
