@@ -20,9 +20,11 @@ is printed; the last line is one JSON object with all of them (also written to O
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import time
@@ -55,8 +57,32 @@ MAX_TOKENS = 96  # the demo judge's analyses are 40-70 tokens
 SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "kind_heldout": 555_004}
 
 
-def evaluate(model: str, pairs: list[PreferencePair], *, label: str) -> dict[str, Any]:
+def cached(path: Path, compute: Any) -> Any:
+    """`compute()`, stored as JSON at `path` and read back on a rerun (--cache: figures of an unchanged
+    model on unchanged pairs need not be measured twice while tuning the training)."""
+    if CACHE["on"] and path.exists():
+        return json.loads(path.read_text())
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+    return value
+
+
+CACHE = {"on": False}
+
+
+def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path | None = None) -> dict[str, Any]:
     """Greedy and two-stage accuracy (overall and per kind), majority of the same samples, parse rate."""
+    if cache is not None:
+        key = hashlib.sha256(json.dumps([load_backend_revision(model), [p.fingerprint() for p in pairs]]).encode())
+        path = cache / f"eval-{key.hexdigest()[:16]}.json"
+        if CACHE["on"] and path.exists():
+            print(f"  {label:<34} (cached from an earlier run)")
+        result = cached(path, lambda: evaluate(model, pairs, label=label))
+        if CACHE["on"]:
+            print(f"  {label:<34} greedy {result['greedy']:.3f}  two-stage {result['two_stage']:.3f}  majority "
+                  f"{result['majority']:.3f}  samples {result['sample_accuracy']:.3f}")
+        return result
     backend = load_backend(model, device="cpu")
     started = time.perf_counter()
     greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=MAX_TOKENS), batch_size=32))
@@ -80,6 +106,12 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str) -> dict[str
     print(f"  {label:<34} greedy {out['greedy']:.3f}  two-stage {out['two_stage']:.3f}  majority "
           f"{out['majority']:.3f}  samples {out['sample_accuracy']:.3f}  ({len(pairs)} pairs, {out['eval_s']:.0f}s)")
     return out
+
+
+def load_backend_revision(model: str) -> str:
+    from reflectrm.backends.transformers_backend import weights_revision
+
+    return weights_revision(model)
 
 
 def accuracy(judgments: list[Judgment]) -> float:
@@ -163,10 +195,14 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], r
     print("part 1: GRPO on data built from held-in pairs")
     held_in = drop_overlapping(make_pairs(args.train_pairs, seed=SEEDS["train"], source="bench-train"),
                                held_out + reserved)
-    before = evaluate(args.model, held_out, label="demo judge, held-out")
+    before = evaluate(args.model, held_out, label="demo judge, held-out", cache=out / "cache")
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
     started = time.perf_counter()
-    judgments = collect_rollouts(held_in, load_backend(args.model, device="cpu"), data_config, batch_size=16)
+    key = hashlib.sha256(json.dumps([load_backend_revision(args.model), [p.fingerprint() for p in held_in]]).encode())
+    judgments = [Judgment.from_dict(d) for d in cached(
+        out / "cache" / f"rollouts-{key.hexdigest()[:16]}.json",
+        lambda: [j.to_dict() for j in collect_rollouts(held_in, load_backend(args.model, device="cpu"), data_config,
+                                                       batch_size=16)])]
     built = build_training_set(judgments, config=data_config, eval_pairs=held_out + reserved)
     snapshot = write_snapshot(built, out / "data", name="bench")
     print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
@@ -193,14 +229,16 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair],
     judged = list(judge_many(pool, backend, JudgeConfig(strategy="majority", max_new_tokens=MAX_TOKENS), batch_size=16))
     path, corrected = corrections_from_store(judged, out)
     corrections = read_examples(path, origin="corrections")
-    replay = read_examples(first["data"]["snapshot"])
+    # as many of part 1's examples as there are corrections: the corrections stay half of what is seen
+    replay_all = read_examples(first["data"]["snapshot"])
+    replay = random.Random(0).sample(replay_all, min(len(replay_all), len(corrections)))
     built = build_training_set([], config=DataConfig(), extra=corrections + replay, eval_pairs=everything_held_out)
     snapshot = write_snapshot(built, out / "data", name="corrections")
     tasks = [e.task.value for e in corrections]
     print(f"  {corrected} of {len(pool)} pool judgments were wrong and corrected -> {len(corrections)} examples "
           f"({tasks.count('response')} preference, {tasks.count('analysis')} reflection) + {len(replay)} replayed")
     wrong_pool = [j.pair for j in judged if not j.correct]
-    before_kind = evaluate(model, kind_held_out, label=f"part-1 judge, held-out {kind}")
+    before_kind = evaluate(model, kind_held_out, label=f"part-1 judge, held-out {kind}", cache=out / "cache")
     before_pool = evaluate(model, wrong_pool, label="part-1 judge, corrected pairs")
     run = grpo(snapshot.path, model=model, out=out / "run_corrections",
                config=train_config(args, args.corrections_minutes))
@@ -241,7 +279,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
     ap.add_argument("--skip-corrections", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
+    ap.add_argument("--cache", action="store_true",
+                    help="reuse OUT/cache: the starting judge's figures and rollouts from an earlier run (tuning)")
     args = ap.parse_args()
+    CACHE["on"] = args.cache
     if args.quick:
         args.train_pairs, args.eval_pairs, args.correction_pairs, args.kind_eval_pairs = 24, 24, 24, 12
         args.minutes, args.corrections_minutes, args.max_steps = 1.0, 0.5, 3
