@@ -2,7 +2,7 @@
 
     python -m reflectrm.demo.build [--out DIR] [--steps N]
 
-Trains a byte-level BPE tokenizer (digits split one per token) on the synthetic domain, then a
+Trains a byte-level BPE tokenizer (every integer below 1000 one token) on the synthetic domain, then a
 small `Qwen3ForCausalLM` by supervised fine-tuning on both tasks of the unified format: response
 preference (right against wrong arithmetic answers) and analysis preference (a right against a
 wrong analysis). It is deliberately small and briefly trained, so that it is imperfect: sampling,
@@ -17,14 +17,25 @@ import json
 import logging
 import math
 import random
+import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from reflectrm.core.prompts import reflection_prompt, response_prompt
 from reflectrm.core.types import messages_to_dicts
 from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.demo.tasks import make_pair, make_pairs, reflection_example, response_example
+from reflectrm.core.prompts import Task, format_output
+from reflectrm.demo.tasks import (
+    make_pair,
+    make_pairs,
+    problem_of,
+    reflection_example,
+    response_analysis,
+    response_example,
+    stated_value,
+    wrong_answer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +57,8 @@ NUMBER_TOKENS = 1000
 def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
     """A byte-level BPE trained offline, with every integer 0..999 a single token.
 
-    With one token per digit a 3M-parameter model learned to compute and to copy numbers but not
-    to tell whether two of them are equal, and judged at chance; whole-number tokens make equality
-    a token match and leave arithmetic as facts to learn, which a short training learns in part.
+    Whole-number tokens make the problem's arithmetic and the answer checks (a subtraction each)
+    single-token facts, which a short training learns in part: the source of the judge's mistakes.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -75,19 +85,36 @@ def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
     return fast
 
 
-def training_texts(n_pairs: int, *, seed: int, refl_every: int) -> list[tuple[str, str]]:
-    """(prompt, target) training examples: every pair gives a preference example, every
-    `refl_every`-th also a reflection example."""
+class Example(NamedTuple):
+    prompt: str
+    target: str
+    learn_result: bool = True  # False: the analysis's computed result is a given mistake, not taught
+
+
+def training_texts(n_pairs: int, *, seed: int, refl_every: int, mistake_frac: float = 0.25) -> list[Example]:
+    """Training examples: every pair gives a preference example, every `refl_every`-th also a
+    reflection example. A `mistake_frac` of the preference examples work from a wrong result (the
+    wrong response's, or another plausible slip) and check the answers against it, with the wrong
+    result itself left out of the loss: the model learns to compare what it computed with what the
+    responses say, rather than "exactly one answer is right"."""
     from transformers import PreTrainedTokenizerFast  # noqa: F401  (fail early without the extra)
 
     rng = random.Random(seed)
     out = []
     for i in range(n_pairs):
         pair = make_pair(rng, index=i, source="demo-train")
-        out.append((_render(response_prompt(pair)), response_example(pair)))
+        if rng.random() < mistake_frac:
+            p = problem_of(pair)
+            slip = stated_value(pair.response_2 if pair.label == 1 else pair.response_1, p)
+            if slip is None or rng.random() < 0.5:
+                slip = wrong_answer(rng, p)
+            analysis, choice = response_analysis(pair, slip)
+            out.append(Example(_render(response_prompt(pair)), format_output(analysis, choice, task=Task.RESPONSE), False))
+        else:
+            out.append(Example(_render(response_prompt(pair)), response_example(pair)))
         if i % refl_every == 0:
             c1, c2, target = reflection_example(rng, pair)
-            out.append((_render(reflection_prompt(pair, c1, c2)), target))
+            out.append(Example(_render(reflection_prompt(pair, c1, c2)), target))
     return out
 
 
@@ -119,7 +146,20 @@ def build_model(vocab_size: int, tokenizer: Any) -> Any:
     return Qwen3ForCausalLM(config)
 
 
-def _batches(examples: list[tuple[list[int], int]], batch_size: int, rng: random.Random):
+RESULT = re.compile(r"^<Analysis>[^=]*= (-?\d+)\.")
+"""The analysis's computed result."""
+DECISIVE = (re.compile(r"= (-?\d+), (?:right|wrong)\."), re.compile(r"\d, (right|wrong)\."), re.compile(r"<Result>(?:Response|Critique) (\d)"))
+"""With the computed result, the tokens that carry a decision (each check's right / wrong, the
+verdict) weigh more in the loss: they are 4 tokens of a ~50-token target, and the model otherwise
+settles for the prior."""
+
+
+def _positions(offsets: list[tuple[int, int]], spans: list[tuple[int, int]], *, start: int) -> list[int]:
+    """Sequence positions (target offset + `start`) of the tokens overlapping any character span."""
+    return [start + i for i, (a, b) in enumerate(offsets) if any(a < e and s < b for s, e in spans)]
+
+
+def _batches(examples: list[tuple[list[int], int, list[int]]], batch_size: int, rng: random.Random):
     """Length-bucketed batches of (ids, prompt_len), reshuffled every epoch."""
     while True:
         order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), rng.random()))
@@ -131,7 +171,7 @@ def _batches(examples: list[tuple[list[int], int]], batch_size: int, rng: random
 def train(
     model: Any,
     tokenizer: Any,
-    examples: list[tuple[str, str]],
+    examples: list[Example],
     *,
     steps: int,
     batch_size: int,
@@ -145,14 +185,15 @@ def train(
 
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    # The few tokens that carry a decision ("correct" / "wrong") weigh more: in a ~45-token target
-    # they are 2 tokens, and the model otherwise settles for the prior ("Response 1 ... correct").
-    decisive = torch.tensor(sorted({i for w in (" correct", " wrong") for i in tokenizer(w, add_special_tokens=False)["input_ids"]}))
+    prompts = tokenizer([ex.prompt for ex in examples], add_special_tokens=False)["input_ids"]
+    targets = tokenizer([ex.target for ex in examples], add_special_tokens=False, return_offsets_mapping=True)
     encoded = []
-    for prompt, target in examples:
-        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        t = tokenizer(target, add_special_tokens=False)["input_ids"] + [eos]
-        encoded.append((p + t, len(p)))
+    for ex, p, t, offsets in zip(examples, prompts, targets["input_ids"], targets["offset_mapping"]):
+        result = [RESULT.search(ex.target).span(1)]
+        spans = [m.span(1) for pattern in DECISIVE for m in pattern.finditer(ex.target)]
+        decisive = _positions(offsets, spans + (result if ex.learn_result else []), start=len(p))
+        untaught = [] if ex.learn_result else _positions(offsets, result, start=len(p))
+        encoded.append((p + t + [eos], len(p), decisive, untaught))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -169,18 +210,22 @@ def train(
         ids = torch.full((len(idx), width), pad, dtype=torch.long)
         labels = torch.full((len(idx), width), -100, dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)
+        weights = torch.zeros((len(idx), width), dtype=torch.float)
         for row, i in enumerate(idx):
-            seq, plen = encoded[i]
+            seq, plen, decisive, untaught = encoded[i]
             ids[row, : len(seq)] = torch.tensor(seq)
             labels[row, plen : len(seq)] = torch.tensor(seq[plen:])
             mask[row, : len(seq)] = 1
+            weights[row, plen : len(seq)] = 1.0
+            weights[row, decisive] = decision_weight
+            weights[row, untaught] = 0.0
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()  # [B, T-1, V]
         target = labels[:, 1:]
         per_token = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
         ).view_as(target)
-        weights = (target != -100).float() + (decision_weight - 1.0) * torch.isin(target, decisive).float()
+        weights = weights[:, 1:]
         loss = (per_token * weights).sum() / weights.sum()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -248,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     started = time.perf_counter()
     examples = training_texts(args.pairs, seed=args.seed, refl_every=2)
-    tokenizer = build_tokenizer([p + t for p, t in examples[:6000]], vocab_size=args.vocab_size)
+    tokenizer = build_tokenizer([ex.prompt + ex.target for ex in examples[:6000]], vocab_size=args.vocab_size)
     model = build_model(len(tokenizer), tokenizer)
     log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
     def save(where: Path) -> None:

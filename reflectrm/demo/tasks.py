@@ -5,7 +5,10 @@ plausibly wrong one (off by one, a dropped carry, swapped digits, ...). Because 
 is computable, every analysis and verdict can be checked exactly. Pure standard library.
 
 Kinds (the pair's `subset`):
-  add  2..49 + 2..49      sub  10..60 - 2..60      mul  2..9 x 2..12 (times tables)
+  add  2..29 + 2..29      sub  10..40 - 2..40      mul  2..9 x 2..9 (times tables)
+
+The ranges are small on purpose: a few thousand arithmetic facts, of which a 15-minute build
+learns most but not all (its mistakes are what sampling, reflection and retraining fix).
 """
 
 from __future__ import annotations
@@ -41,11 +44,11 @@ class Problem:
 
 def make_problem(rng: random.Random, kind: str) -> Problem:
     if kind == "add":
-        return Problem(kind, rng.randint(2, 49), rng.randint(2, 49))
+        return Problem(kind, rng.randint(2, 29), rng.randint(2, 29))
     if kind == "sub":
-        a = rng.randint(10, 60)
+        a = rng.randint(10, 40)
         return Problem(kind, a, rng.randint(2, a))
-    return Problem(kind, rng.randint(2, 9), rng.randint(2, 12))
+    return Problem(kind, rng.randint(2, 9), rng.randint(2, 9))
 
 
 def wrong_answer(rng: random.Random, p: Problem) -> int:
@@ -107,35 +110,35 @@ def stated_value(response: str, p: Problem) -> int | None:
     return numbers[-1] if numbers else None
 
 
-def _verdict_word(ok: bool) -> str:
-    return "correct" if ok else "wrong"
+def _check(label: str, stated: int | None, computed: int) -> str:
+    if stated is None:
+        return f"{label}: no answer, wrong."
+    return f"{label}: {stated} - {computed} = {stated - computed}, {'right' if stated == computed else 'wrong'}."
 
 
 def response_analysis(pair: PreferencePair, computed: int) -> tuple[str, int]:
     """The analysis a judge who computed `computed` writes, and the verdict it implies.
 
-    It works the problem first, then checks each answer against its own result. (Quoting the
-    answers first taught the model to copy a quoted answer instead of computing.)
+    It works the problem, then subtracts its result from each response's answer and calls the
+    answer right when the difference is 0: "7 + 5 = 12. Response 1: 13 - 12 = 1, wrong. Response
+    2: 12 - 12 = 0, right." A tiny transformer trained for minutes learns subtraction as it learns
+    the problems' arithmetic, but never learned to tell directly whether two numbers are equal:
+    earlier formats ("Response 1 says 13, which is wrong"; "13 vs 12 wrong") judged at chance.
+    When neither or both answers agree with its result, the verdict is Response 1.
     """
     p = problem_of(pair)
     v1, v2 = stated_value(pair.response_1, p), stated_value(pair.response_2, p)
-    ok1, ok2 = v1 == computed, v2 == computed
-    text = (
-        f"{p.expression} = {computed}. Response 1 says {v1}, which is {_verdict_word(ok1)}. "
-        f"Response 2 says {v2}, which is {_verdict_word(ok2)}."
-    )
-    return text, 2 if ok2 and not ok1 else 1
+    text = f"{p.expression} = {computed}. {_check('Response 1', v1, computed)} {_check('Response 2', v2, computed)}"
+    return text, 2 if v2 == computed and v1 != computed else 1
 
 
 def reflection_analysis(pair: PreferencePair, computed_1: int, computed_2: int) -> tuple[str, int]:
-    """The reflection comparing critiques that computed `computed_1` and `computed_2`."""
+    """The reflection comparing critiques that computed `computed_1` and `computed_2`: it works the
+    problem and checks each critique's result against its own, as the response analysis does."""
     p = problem_of(pair)
     v = p.answer
-    text = (
-        f"{p.expression} = {v}. Critique 1 computes {computed_1}, which is {_verdict_word(computed_1 == v)}. "
-        f"Critique 2 computes {computed_2}, which is {_verdict_word(computed_2 == v)}."
-    )
-    return text, 1 if computed_1 == v else 2
+    text = f"{p.expression} = {v}. {_check('Critique 1', computed_1, v)} {_check('Critique 2', computed_2, v)}"
+    return text, 2 if computed_2 == v and computed_1 != v else 1
 
 
 def response_example(pair: PreferencePair) -> str:

@@ -6,6 +6,7 @@ import pytest
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
+from reflectrm.core.types import PreferencePair
 from reflectrm.demo.tasks import (
     KINDS,
     make_pairs,
@@ -46,3 +47,26 @@ def test_target_outputs_parse_to_the_label(seed):
         right = c1 if choice == 1 else c2
         # the preferred critique is the one whose own verdict is the label
         assert right.startswith(f"{problem_of(pair).expression} = {problem_of(pair).answer}.")
+
+
+def test_analyses_check_each_answer_against_the_computed_result():
+    from reflectrm.demo.tasks import response_analysis
+
+    pair = PreferencePair.from_query("What is 17 + 25?", "It is 42.", "The answer is 52.", label=1)
+    assert response_analysis(pair, 42) == (
+        "17 + 25 = 42. Response 1: 42 - 42 = 0, right. Response 2: 52 - 42 = 10, wrong.", 1)
+    # a slip in the judge's own arithmetic carries through to its checks and its verdict
+    assert response_analysis(pair, 52) == (
+        "17 + 25 = 52. Response 1: 42 - 52 = -10, wrong. Response 2: 52 - 52 = 0, right.", 2)
+    # neither answer agrees with the result: the verdict defaults to Response 1
+    assert response_analysis(pair, 41)[1] == 1
+    assert response_analysis(PreferencePair.from_query("7 * 3 = ?", "no idea", "21"), 21)[0].endswith(
+        "Response 1: no answer, wrong. Response 2: 21 - 21 = 0, right.")
+
+
+def test_reflection_checks_each_critique_against_the_right_result():
+    from reflectrm.demo.tasks import reflection_analysis
+
+    pair = PreferencePair.from_query("What is 9 - 4?", "5", "6", label=1)
+    assert reflection_analysis(pair, 6, 5) == (
+        "9 - 4 = 5. Critique 1: 6 - 5 = 1, wrong. Critique 2: 5 - 5 = 0, right.", 2)
