@@ -55,27 +55,32 @@ def test_demo_judge_full_anatomy(demo_backend):
     assert j.model_revision.startswith("sha256:") and j.backend == "transformers"
 
 
-def test_demo_judge_works_the_problems(demo_backend):
-    """Its analyses quote both answers exactly and compute the answer right more often than not.
-
-    (Deciding which quoted answer equals its result is what it has not learned yet: its verdicts
-    are near chance, see demo_card.json.)"""
+def test_demo_judge_works_the_problems_and_judges_well_above_chance(demo_backend):
+    """Greedy, on held-out pairs: its analyses quote both answers, compute the result and check each
+    answer against it; it computes right often but not always, and its verdicts are well above
+    chance and well below perfect (the band the demo judge is built for; see demo_card.json)."""
     import re
 
     from reflectrm.demo.tasks import problem_of, stated_value
 
-    pairs = make_pairs(48, seed=77, source="test-heldout")
-    greedy = list(judge_many(pairs, demo_backend, JudgeConfig(strategy="greedy", max_new_tokens=96), batch_size=16))
-    quoted = computed = 0
+    pairs = make_pairs(90, seed=77, source="test-heldout")
+    greedy = list(judge_many(pairs, demo_backend, JudgeConfig(strategy="greedy", max_new_tokens=96), batch_size=30))
+    check = r"(-?\d+) - (-?\d+) = (-?\d+), (right|wrong)\."
+    shape = re.compile(rf"\S+ . \S+ = (-?\d+)\. Response 1: {check} Response 2: {check}")
+    quoted = computed = followed = 0
     for j in greedy:
         p = problem_of(j.pair)
-        m = re.match(r"\S+ . \S+ = (-?\d+)\. Response 1 says (-?\d+), .* Response 2 says (-?\d+),", j.rollouts[0].analysis)
+        m = shape.fullmatch(j.rollouts[0].analysis.strip())
         assert m, j.rollouts[0].analysis
-        v, a1, a2 = map(int, m.groups())
-        computed += v == p.answer
-        quoted += (a1, a2) == (stated_value(j.pair.response_1, p), stated_value(j.pair.response_2, p))
-    assert quoted / len(greedy) >= 0.9
-    assert 0.5 <= computed / len(greedy) < 1.0
+        v, a1, _, _, d1, a2, _, _, d2 = m.groups()
+        computed += int(v) == p.answer
+        quoted += (int(a1), int(a2)) == (stated_value(j.pair.response_1, p), stated_value(j.pair.response_2, p))
+        followed += j.verdict == (2 if (d1, d2) == ("wrong", "right") else 1)  # the verdict follows the checks
+    n = len(greedy)
+    assert quoted / n >= 0.9 and followed / n >= 0.95
+    assert 0.5 <= computed / n < 1.0
+    accuracy = sum(bool(j.correct) for j in greedy) / n
+    assert 0.6 <= accuracy <= 0.93, accuracy
 
 
 def test_prompt_longer_than_context_is_refused(demo_backend):
