@@ -135,7 +135,7 @@ def _judge_tab(services: AppServices) -> _JudgeView:
     settings = services.settings
     with gr.Row():
         with gr.Column(scale=3):
-            query = gr.Textbox(label="Query", lines=2, placeholder="What is 47 + 38?", elem_id="judge-query")
+            query = gr.Textbox(label="Query", lines=2, placeholder="What is 17 + 8?", elem_id="judge-query")
             messages = gr.Textbox(label="Or a multi-turn conversation (a JSON list of turns; overrides the query)",
                                   lines=1, max_lines=12, elem_id="judge-messages",
                                   placeholder='[{"role": "user", "content": "hi"}, {"role": "assistant", '

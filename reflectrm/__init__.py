@@ -1,7 +1,7 @@
 """ReflectRM: a generative reward model that judges response pairs and reflects on its own analyses.
 
     >>> from reflectrm import judge, PreferencePair
-    >>> j = judge(PreferencePair.from_query("What is 47 + 38?", "85", "75"))   # demo judge
+    >>> j = judge(PreferencePair.from_query("What is 17 + 8?", "25", "35"))   # demo judge
     >>> j.verdict
 """
 
