@@ -22,20 +22,10 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from reflectrm.core.prompts import reflection_prompt, response_prompt
+from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.core.types import messages_to_dicts
 from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.core.prompts import Task, format_output
-from reflectrm.demo.tasks import (
-    make_pair,
-    make_pairs,
-    problem_of,
-    reflection_example,
-    response_analysis,
-    response_example,
-    stated_value,
-    wrong_answer,
-)
+from reflectrm.demo.tasks import make_pair, make_pairs, reflection_example, response_analysis, response_example, slip
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +41,7 @@ EVAL_SEED = 98765  # held-out pairs come from a different generator stream
 
 
 NUMBER_TOKENS = 1000
-"""Every integer below this is one token: comparing two answers is then comparing two tokens."""
+"""Every integer below this is one token."""
 
 
 def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
@@ -104,11 +94,7 @@ def training_texts(n_pairs: int, *, seed: int, refl_every: int, mistake_frac: fl
     for i in range(n_pairs):
         pair = make_pair(rng, index=i, source="demo-train")
         if rng.random() < mistake_frac:
-            p = problem_of(pair)
-            slip = stated_value(pair.response_2 if pair.label == 1 else pair.response_1, p)
-            if slip is None or rng.random() < 0.5:
-                slip = wrong_answer(rng, p)
-            analysis, choice = response_analysis(pair, slip)
+            analysis, choice = response_analysis(pair, slip(rng, pair, invent=0.5))
             out.append(Example(_render(response_prompt(pair)), format_output(analysis, choice, task=Task.RESPONSE), False))
         else:
             out.append(Example(_render(response_prompt(pair)), response_example(pair)))
@@ -148,7 +134,11 @@ def build_model(vocab_size: int, tokenizer: Any) -> Any:
 
 RESULT = re.compile(r"^<Analysis>[^=]*= (-?\d+)\.")
 """The analysis's computed result."""
-DECISIVE = (re.compile(r"= (-?\d+), (?:right|wrong)\."), re.compile(r"\d, (right|wrong)\."), re.compile(r"<Result>(?:Response|Critique) (\d)"))
+DECISIVE = (
+    re.compile(r"= (-?\d+), (?:right|wrong)\."),  # each check's difference
+    re.compile(r"\d, (right|wrong)\."),  # each check's word
+    re.compile(r"<Result>(?:Response|Critique) (\d)"),  # the verdict
+)
 """With the computed result, the tokens that carry a decision (each check's right / wrong, the
 verdict) weigh more in the loss: they are 4 tokens of a ~50-token target, and the model otherwise
 settles for the prior."""
@@ -160,7 +150,7 @@ def _positions(offsets: list[tuple[int, int]], spans: list[tuple[int, int]], *, 
 
 
 def _batches(examples: list[tuple[list[int], int, list[int]]], batch_size: int, rng: random.Random):
-    """Length-bucketed batches of (ids, prompt_len), reshuffled every epoch."""
+    """Length-bucketed batches of indices into `examples` (ids first), reshuffled every epoch."""
     while True:
         order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), rng.random()))
         chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
@@ -270,7 +260,7 @@ def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR, help="where to write the model")
-    ap.add_argument("--steps", type=int, default=1500, help="optimizer steps")
+    ap.add_argument("--steps", type=int, default=1800, help="optimizer steps")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--pairs", type=int, default=24000, help="synthetic training pairs")

@@ -7,7 +7,7 @@ is computable, every analysis and verdict can be checked exactly. Pure standard 
 Kinds (the pair's `subset`):
   add  2..29 + 2..29      sub  10..40 - 2..40      mul  2..9 x 2..9 (times tables)
 
-The ranges are small on purpose: a few thousand arithmetic facts, of which a 15-minute build
+The ranges are small on purpose: about 1,600 arithmetic facts, of which a 15-minute build
 learns most but not all (its mistakes are what sampling, reflection and retraining fix).
 """
 
@@ -147,12 +147,20 @@ def response_example(pair: PreferencePair) -> str:
     return format_output(analysis, choice, task=Task.RESPONSE)
 
 
+def slip(rng: random.Random, pair: PreferencePair, *, invent: float) -> int:
+    """A wrong result a judge might reach: the wrong response's answer, or (with probability
+    `invent`, or when that answer is unusable) another plausible mistake."""
+    p = problem_of(pair)
+    value = stated_value(pair.response_1 if pair.label == 2 else pair.response_2, p)
+    if value is None or value == p.answer or rng.random() < invent:
+        value = wrong_answer(rng, p)
+    return value
+
+
 def reflection_example(rng: random.Random, pair: PreferencePair) -> tuple[str, str, str]:
     """(critique 1, critique 2, target output): a right and a wrong analysis in random order."""
     p = problem_of(pair)
-    wrong_value = stated_value(pair.response_1 if pair.label == 2 else pair.response_2, p)
-    if wrong_value is None or wrong_value == p.answer or rng.random() < 0.3:
-        wrong_value = wrong_answer(rng, p)
+    wrong_value = slip(rng, pair, invent=0.3)
     right, _ = response_analysis(pair, p.answer)
     wrong, _ = response_analysis(pair, wrong_value)
     if rng.random() < 0.5:
