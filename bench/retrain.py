@@ -57,31 +57,35 @@ MAX_TOKENS = 96  # the demo judge's analyses are 40-70 tokens
 SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "kind_heldout": 555_004}
 
 
-def cached(path: Path, compute: Any) -> Any:
-    """`compute()`, stored as JSON at `path` and read back on a rerun (--cache: figures of an unchanged
-    model on unchanged pairs need not be measured twice while tuning the training)."""
+CACHE = {"on": False}
+
+
+def cache_path(folder: Path, what: str, model: str, pairs: list[PreferencePair]) -> Path:
+    """Where --cache keeps `what` measured with this model revision on these pairs."""
+    from reflectrm.backends.transformers_backend import weights_revision
+
+    key = hashlib.sha256(json.dumps([weights_revision(model), [p.fingerprint() for p in pairs]]).encode())
+    return folder / f"{what}-{key.hexdigest()[:16]}.json"
+
+
+def cached(path: Path, compute: Any) -> tuple[Any, bool]:
+    """(`compute()`, False), stored as JSON at `path`; with --cache, (what is stored there, True) on a
+    rerun: figures of an unchanged model on unchanged pairs need not be measured twice while tuning."""
     if CACHE["on"] and path.exists():
-        return json.loads(path.read_text())
+        return json.loads(path.read_text()), True
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value))
-    return value
-
-
-CACHE = {"on": False}
+    return value, False
 
 
 def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path | None = None) -> dict[str, Any]:
     """Greedy and two-stage accuracy (overall and per kind), majority of the same samples, parse rate."""
     if cache is not None:
-        key = hashlib.sha256(json.dumps([load_backend_revision(model), [p.fingerprint() for p in pairs]]).encode())
-        path = cache / f"eval-{key.hexdigest()[:16]}.json"
-        if CACHE["on"] and path.exists():
-            print(f"  {label:<34} (cached from an earlier run)")
-        result = cached(path, lambda: evaluate(model, pairs, label=label))
-        if CACHE["on"]:
+        result, hit = cached(cache_path(cache, "eval", model, pairs), lambda: evaluate(model, pairs, label=label))
+        if hit:
             print(f"  {label:<34} greedy {result['greedy']:.3f}  two-stage {result['two_stage']:.3f}  majority "
-                  f"{result['majority']:.3f}  samples {result['sample_accuracy']:.3f}")
+                  f"{result['majority']:.3f}  samples {result['sample_accuracy']:.3f}  (cached from an earlier run)")
         return result
     backend = load_backend(model, device="cpu")
     started = time.perf_counter()
@@ -106,12 +110,6 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path
     print(f"  {label:<34} greedy {out['greedy']:.3f}  two-stage {out['two_stage']:.3f}  majority "
           f"{out['majority']:.3f}  samples {out['sample_accuracy']:.3f}  ({len(pairs)} pairs, {out['eval_s']:.0f}s)")
     return out
-
-
-def load_backend_revision(model: str) -> str:
-    from reflectrm.backends.transformers_backend import weights_revision
-
-    return weights_revision(model)
 
 
 def accuracy(judgments: list[Judgment]) -> float:
@@ -198,11 +196,10 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], r
     before = evaluate(args.model, held_out, label="demo judge, held-out", cache=out / "cache")
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
     started = time.perf_counter()
-    key = hashlib.sha256(json.dumps([load_backend_revision(args.model), [p.fingerprint() for p in held_in]]).encode())
-    judgments = [Judgment.from_dict(d) for d in cached(
-        out / "cache" / f"rollouts-{key.hexdigest()[:16]}.json",
-        lambda: [j.to_dict() for j in collect_rollouts(held_in, load_backend(args.model, device="cpu"), data_config,
-                                                       batch_size=16)])]
+    stored, _ = cached(cache_path(out / "cache", "rollouts", args.model, held_in),
+                       lambda: [j.to_dict() for j in collect_rollouts(held_in, load_backend(args.model, device="cpu"),
+                                                                      data_config, batch_size=16)])
+    judgments = [Judgment.from_dict(d) for d in stored]
     built = build_training_set(judgments, config=data_config, eval_pairs=held_out + reserved)
     snapshot = write_snapshot(built, out / "data", name="bench")
     print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
