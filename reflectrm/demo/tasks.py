@@ -79,11 +79,41 @@ def answer_text(rng: random.Random, p: Problem, value: int) -> str:
 def make_pair(rng: random.Random, *, kind: str | None = None, index: int = 0, source: str = "demo-arith") -> PreferencePair:
     """One labelled pair: a question, a right and a wrong answer in random order."""
     p = make_problem(rng, kind or rng.choice(KINDS))
+    return _pair_on(rng, p, None, index=index, source=source)
+
+
+def _pair_on(rng: random.Random, p: Problem, form: str | None, *, index: int, source: str) -> PreferencePair:
+    """A pair on `p` asked in `form` (None: a random form, drawn last, as the seeds always drew it)."""
     right, wrong = answer_text(rng, p, p.answer), answer_text(rng, p, wrong_answer(rng, p))
     label = rng.choice((1, 2))
     r1, r2 = (right, wrong) if label == 1 else (wrong, right)
-    query = rng.choice(QUESTION_FORMS).format(a=p.a, op=SYMBOL[p.kind], b=p.b)
+    query = (form or rng.choice(QUESTION_FORMS)).format(a=p.a, op=SYMBOL[p.kind], b=p.b)
     return PreferencePair.from_query(query, r1, r2, label=label, id=f"{source}:{index}", source=source, subset=p.kind)
+
+
+def fresh_pairs(pairs: list[PreferencePair], *, seed: int, source: str = "demo-fresh") -> list[PreferencePair]:
+    """New pairs on the problems of `pairs`: each problem asked in every question form none of
+    `pairs` uses for it, with new answers (a new wrong one) in a new order.
+
+    No conversation repeats one of `pairs`, so these pass the training-data overlap check against
+    them. It is how a reward model is used in RLHF: known prompts, fresh responses to judge.
+    """
+    rng = random.Random(seed)
+    problems: dict[Problem, set[str]] = {}
+    for pair in pairs:
+        problems.setdefault(problem_of(pair), set()).add(pair.query)
+    out: list[PreferencePair] = []
+    for p, asked in problems.items():
+        for form in QUESTION_FORMS:
+            if form.format(a=p.a, op=SYMBOL[p.kind], b=p.b) not in asked:
+                out.append(_pair_on(rng, p, form, index=len(out), source=source))
+    return out
+
+
+def other_problems(pairs: list[PreferencePair], avoid: list[PreferencePair]) -> list[PreferencePair]:
+    """The pairs of `pairs` whose problem none of `avoid` asks, in any wording."""
+    seen = {problem_of(p) for p in avoid}
+    return [p for p in pairs if problem_of(p) not in seen]
 
 
 def make_pairs(n: int, *, seed: int, kinds: tuple[str, ...] = KINDS, source: str = "demo-arith") -> list[PreferencePair]:

@@ -9,7 +9,10 @@ from reflectrm.core.prompts import Task
 from reflectrm.core.types import PreferencePair
 from reflectrm.demo.tasks import (
     KINDS,
+    QUESTION_FORMS,
+    fresh_pairs,
     make_pairs,
+    other_problems,
     problem_of,
     reflection_example,
     response_example,
@@ -70,3 +73,29 @@ def test_reflection_checks_each_critique_against_the_right_result():
     pair = PreferencePair.from_query("What is 9 - 4?", "5", "6", label=1)
     assert reflection_analysis(pair, 6, 5) == (
         "9 - 4 = 5. Critique 1: 6 - 5 = 1, wrong. Critique 2: 5 - 5 = 0, right.", 2)
+
+
+def test_fresh_pairs_ask_the_same_problems_in_every_other_wording():
+    pairs = make_pairs(60, seed=7)
+    fresh = fresh_pairs(pairs, seed=8)
+    asked = {problem_of(p): set() for p in pairs}
+    for p in pairs:
+        asked[problem_of(p)].add(p.query)
+    # every problem, in each wording not used for it, exactly once; never an evaluated conversation
+    assert len(fresh) == sum(len(QUESTION_FORMS) - len(queries) for queries in asked.values())
+    assert {problem_of(p) for p in fresh} == set(asked)
+    assert not {p.query for p in fresh} & {p.query for p in pairs}
+    assert len({p.query for p in fresh}) == len(fresh)
+    for p in fresh:  # still labelled pairs of a right and a wrong answer
+        right, wrong = (p.response_1, p.response_2) if p.label == 1 else (p.response_2, p.response_1)
+        assert stated_value(right, problem_of(p)) == problem_of(p).answer != stated_value(wrong, problem_of(p))
+    assert 0.3 < sum(p.label == 1 for p in fresh) / len(fresh) < 0.7
+    assert fresh_pairs(pairs, seed=8) == fresh and fresh_pairs(pairs, seed=9) != fresh
+
+
+def test_other_problems_drops_every_wording_of_a_problem_asked_elsewhere():
+    pairs = make_pairs(60, seed=7)
+    fresh = fresh_pairs(pairs[:20], seed=8)
+    kept = other_problems(pairs, fresh)
+    assert kept == [p for p in pairs if problem_of(p) not in {problem_of(q) for q in pairs[:20]}]
+    assert pairs[0] not in kept
