@@ -6,15 +6,23 @@ Part 1, the paper's recipe: roll the demo judge out (N = 8, T = 1.0) on held-in 
 build preference and reflection data (4:1), train with GRPO for at most --minutes on the CPU, and
 measure greedy and two-stage (reflectrm) accuracy on held-out pairs before and after.
 
-Part 2, corrections: find the kind of pair (add / sub / mul) the retrained judge gets wrong most,
-judge a pool of such pairs, let a "human" correct the wrong judgments in the store (the verdict,
-plus marks on analyses whose arithmetic is right or wrong), export the store's derived preference
-examples and reflection pairs, retrain on them (with a replay of part 1's data), and measure that
-kind again on held-out pairs and on the corrected pairs themselves.
+The split is the one a reward model meets in RLHF: the prompts are known, the responses to judge
+are new. The held-in pairs ask the held-out pairs' problems in the other wordings, with new answers
+in a new order (`demo.tasks.fresh_pairs`); no held-out conversation is trained on (the overlap check
+of `build_training_set(eval_pairs=...)` refuses it). The demo judge's mistakes are arithmetic facts it
+has not learned (`7 * 8 = 54`), and a fact learned is not a fact learned elsewhere, so the script also
+measures pairs on problems no training example asks ("unseen problems"): they show what does not
+transfer.
 
-Held-in, correction and held-out pairs come from separate seeds; training data that shares a
-conversation with a held-out pair is refused (`build_training_set(eval_pairs=...)`). Every figure
-is printed; the last line is one JSON object with all of them (also written to OUT/results.json).
+Part 2, corrections: find the kind of pair (add / sub / mul) the retrained judge gets wrong most,
+judge a pool of such pairs on untrained problems, let a "human" correct the wrong judgments in the
+store (the verdict, plus marks on analyses whose arithmetic is right or wrong), export the store's
+derived preference examples and reflection pairs, retrain on them (with a replay of part 1's data),
+and measure the corrected pairs themselves, fresh pairs on the corrected problems, and all held-out
+pairs again.
+
+Every figure is printed; the last line is one JSON object with all of them (also written to
+OUT/results.json).
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR  # noqa: E402
-from reflectrm.demo.tasks import KINDS, make_pairs, problem_of  # noqa: E402
+from reflectrm.demo.tasks import KINDS, fresh_pairs, make_pairs, other_problems, problem_of  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
 from reflectrm.training.data import (  # noqa: E402
     DataConfig,
@@ -54,7 +62,7 @@ from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
 log = logging.getLogger("bench.retrain")
 
 MAX_TOKENS = 96  # the demo judge's analyses are 40-70 tokens
-SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "kind_heldout": 555_004}
+SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "corrected_fresh": 555_004, "unseen": 555_005}
 
 
 CACHE = {"on": False}
@@ -183,70 +191,75 @@ def corrections_from_store(judgments: list[Judgment], out: Path) -> tuple[Path, 
     return path, len(wrong)
 
 
-def kind_held_out(args: argparse.Namespace) -> dict[str, list[PreferencePair]]:
-    """Held-out pairs of each kind for part 2 (made up front: no training data may share their questions)."""
-    return {k: make_pairs(args.kind_eval_pairs, seed=SEEDS["kind_heldout"] + i, kinds=(k,), source=f"bench-heldout-{k}")
-            for i, k in enumerate(KINDS)}
-
-
-def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], reserved: list[PreferencePair]) -> dict[str, Any]:
-    print("part 1: GRPO on data built from held-in pairs")
-    held_in = drop_overlapping(make_pairs(args.train_pairs, seed=SEEDS["train"], source="bench-train"),
-                               held_out + reserved)
+def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], unseen: list[PreferencePair],
+          held_in: list[PreferencePair]) -> dict[str, Any]:
+    print("part 1: GRPO on data built from held-in pairs (the held-out pairs' problems, other wordings)")
     before = evaluate(args.model, held_out, label="demo judge, held-out", cache=out / "cache")
+    before_unseen = evaluate(args.model, unseen, label="demo judge, unseen problems", cache=out / "cache")
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
     started = time.perf_counter()
     stored, _ = cached(cache_path(out / "cache", "rollouts", args.model, held_in),
                        lambda: [j.to_dict() for j in collect_rollouts(held_in, load_backend(args.model, device="cpu"),
                                                                       data_config, batch_size=16)])
     judgments = [Judgment.from_dict(d) for d in stored]
-    built = build_training_set(judgments, config=data_config, eval_pairs=held_out + reserved)
+    built = build_training_set(judgments, config=data_config, eval_pairs=held_out + unseen)
     snapshot = write_snapshot(built, out / "data", name="bench")
     print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
           f"{snapshot.rows} examples {asdict(built.report)}")
     run = grpo(snapshot.path, model=args.model, out=out / "run", config=train_config(args, args.minutes))
     after = evaluate(run["final_model"], held_out, label="after GRPO, held-out")
+    after_unseen = evaluate(run["final_model"], unseen, label="after GRPO, unseen problems")
     return {"data": {"snapshot": str(snapshot.path), "held_in_pairs": len(held_in), **asdict(built.report)},
-            "grpo": run, "before": before, "after": after,
+            "grpo": run, "before": before, "after": after, "unseen_before": before_unseen, "unseen_after": after_unseen,
             "greedy_paired": paired(before["_greedy"], after["_greedy"]),
             "two_stage_paired": paired(before["_two_stage"], after["_two_stage"])}
 
 
-def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair],
-          per_kind: dict[str, list[PreferencePair]], first: dict[str, Any]) -> dict[str, Any]:
+def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], unseen: list[PreferencePair],
+          held_in: list[PreferencePair], first: dict[str, Any]) -> dict[str, Any]:
     model = first["grpo"]["final_model"]
     by_kind = first["after"]["greedy_by_kind"]
     kind = min(by_kind, key=by_kind.get)
     print(f"part 2: corrections on the weakest kind after part 1: {kind!r} (greedy by kind {by_kind})")
-    kind_held_out = per_kind[kind]
-    everything_held_out = held_out + [p for pairs in per_kind.values() for p in pairs]
-    pool = drop_overlapping(make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
-                                       source="bench-corrections"), everything_held_out)
+    # problems nothing so far trained on or measured, so what changes is the corrections' doing
+    pool = other_problems(make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
+                                     source="bench-corrections"), held_out + held_in + unseen)
     backend = load_backend(model, device="cpu")
     judged = list(judge_many(pool, backend, JudgeConfig(strategy="majority", max_new_tokens=MAX_TOKENS), batch_size=16))
+    wrong_pool = [j.pair for j in judged if not j.correct]
+    # the corrected problems asked in their other wordings, with new answers: never trained on
+    fresh = fresh_pairs(wrong_pool, seed=SEEDS["corrected_fresh"], source="bench-corrected-fresh")
     path, corrected = corrections_from_store(judged, out)
     corrections = read_examples(path, origin="corrections")
     # as many of part 1's examples as there are corrections: the corrections stay half of what is seen
     replay_all = read_examples(first["data"]["snapshot"])
     replay = random.Random(0).sample(replay_all, min(len(replay_all), len(corrections)))
-    built = build_training_set([], config=DataConfig(), extra=corrections + replay, eval_pairs=everything_held_out)
+    built = build_training_set([], config=DataConfig(), extra=corrections + replay, eval_pairs=held_out + unseen + fresh)
     snapshot = write_snapshot(built, out / "data", name="corrections")
     tasks = [e.task.value for e in corrections]
     print(f"  {corrected} of {len(pool)} pool judgments were wrong and corrected -> {len(corrections)} examples "
           f"({tasks.count('response')} preference, {tasks.count('analysis')} reflection) + {len(replay)} replayed")
-    wrong_pool = [j.pair for j in judged if not j.correct]
-    before_kind = evaluate(model, kind_held_out, label=f"part-1 judge, held-out {kind}", cache=out / "cache")
     before_pool = evaluate(model, wrong_pool, label="part-1 judge, corrected pairs")
+    before_fresh = evaluate(model, fresh, label="part-1 judge, corrected problems reworded")
     run = grpo(snapshot.path, model=model, out=out / "run_corrections",
                config=train_config(args, args.corrections_minutes))
-    after_kind = evaluate(run["final_model"], kind_held_out, label=f"after corrections, held-out {kind}")
     after_pool = evaluate(run["final_model"], wrong_pool, label="after corrections, corrected pairs")
+    after_fresh = evaluate(run["final_model"], fresh, label="after corrections, corrected problems reworded")
     after_all = evaluate(run["final_model"], held_out, label="after corrections, held-out (all)")
     return {"kind": kind, "pool": len(pool), "corrected": corrected, "correction_examples": len(corrections),
             "replayed": len(replay), "grpo": run,
-            "kind_heldout_before": before_kind, "kind_heldout_after": after_kind,
-            "corrected_pairs_before": before_pool, "corrected_pairs_after": after_pool, "heldout_all_after": after_all,
-            "kind_greedy_paired": paired(before_kind["_greedy"], after_kind["_greedy"])}
+            "corrected_pairs_before": before_pool, "corrected_pairs_after": after_pool,
+            "reworded_before": before_fresh, "reworded_after": after_fresh, "heldout_all_after": after_all,
+            "reworded_greedy_paired": paired(before_fresh["_greedy"], after_fresh["_greedy"])}
+
+
+def splits(eval_pairs: int, unseen_pairs: int) -> tuple[list[PreferencePair], list[PreferencePair], list[PreferencePair]]:
+    """(held-out, held-in, unseen-problem) pairs: held-in pairs ask the held-out problems in their other
+    wordings, never a held-out conversation; unseen pairs ask problems neither of them asks."""
+    held_out = make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
+    held_in = drop_overlapping(fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train"), held_out)
+    unseen = other_problems(make_pairs(3 * unseen_pairs, seed=SEEDS["unseen"], source="bench-unseen"), held_out)
+    return held_out, held_in, unseen[:unseen_pairs]
 
 
 def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
@@ -265,14 +278,14 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=15.0, help="GRPO time budget of part 1 (default 15)")
     ap.add_argument("--corrections-minutes", type=float, default=8.0, help="GRPO time budget of part 2")
     ap.add_argument("--max-steps", type=int, default=-1, help="also stop after N steps")
-    ap.add_argument("--train-pairs", type=int, default=600)
-    ap.add_argument("--eval-pairs", type=int, default=300)
+    ap.add_argument("--eval-pairs", type=int, default=300,
+                    help="held-out pairs; the held-in pairs ask their problems in the other wordings (about 3 each)")
+    ap.add_argument("--unseen-pairs", type=int, default=300, help="pairs on problems no training example asks")
     ap.add_argument("--correction-pairs", type=int, default=120)
-    ap.add_argument("--kind-eval-pairs", type=int, default=150)
-    ap.add_argument("--lr", type=float, default=1e-4, help="the demo judge is tiny: far above the paper's 1e-6")
+    ap.add_argument("--lr", type=float, default=2e-4, help="the demo judge is tiny: far above the paper's 1e-6")
     ap.add_argument("--prompts-per-step", type=int, default=8)
     ap.add_argument("--num-generations", type=int, default=8)
-    ap.add_argument("--beta", type=float, default=0.0)
+    ap.add_argument("--beta", type=float, default=0.04, help="KL penalty against the starting judge: keeps the analyses well formed")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
     ap.add_argument("--skip-corrections", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
@@ -281,19 +294,18 @@ def main() -> int:
     args = ap.parse_args()
     CACHE["on"] = args.cache
     if args.quick:
-        args.train_pairs, args.eval_pairs, args.correction_pairs, args.kind_eval_pairs = 24, 24, 24, 12
+        args.eval_pairs, args.unseen_pairs, args.correction_pairs = 12, 12, 24
         args.minutes, args.corrections_minutes, args.max_steps = 1.0, 0.5, 3
     logging.basicConfig(level=logging.WARNING)
     import torch
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    held_out = make_pairs(args.eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
+    held_out, held_in, unseen = splits(args.eval_pairs, args.unseen_pairs)
     results: dict[str, Any] = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
-    per_kind = kind_held_out(args)
-    results["part1"] = part1(args, args.out, held_out, [p for pairs in per_kind.values() for p in pairs])
+    results["part1"] = part1(args, args.out, held_out, unseen, held_in)
     if not args.skip_corrections:
-        results["part2"] = part2(args, args.out, held_out, per_kind, results["part1"])
+        results["part2"] = part2(args, args.out, held_out, unseen, held_in, results["part1"])
     figures = summary(results)
     clean = json.loads(json.dumps(results, default=str), object_hook=public)
     (args.out / "results.json").write_text(json.dumps({**clean, "summary": figures}, indent=2) + "\n")
@@ -308,17 +320,21 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "greedy_gain_points": round(100 * (p1["after"]["greedy"] - p1["before"]["greedy"]), 1),
         "two_stage_before": p1["before"]["two_stage"], "two_stage_after": p1["after"]["two_stage"],
         "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
+        "unseen_greedy_before": p1["unseen_before"]["greedy"], "unseen_greedy_after": p1["unseen_after"]["greedy"],
+        "unseen_two_stage_before": p1["unseen_before"]["two_stage"],
+        "unseen_two_stage_after": p1["unseen_after"]["two_stage"],
         "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
     }
     if "part2" in results:
         p2 = results["part2"]
         figures.update({
             "corrections_kind": p2["kind"], "corrected_judgments": p2["corrected"],
-            "kind_greedy_before": p2["kind_heldout_before"]["greedy"], "kind_greedy_after": p2["kind_heldout_after"]["greedy"],
-            "kind_two_stage_before": p2["kind_heldout_before"]["two_stage"],
-            "kind_two_stage_after": p2["kind_heldout_after"]["two_stage"],
             "corrected_pairs_greedy_before": p2["corrected_pairs_before"]["greedy"],
             "corrected_pairs_greedy_after": p2["corrected_pairs_after"]["greedy"],
+            "corrected_pairs_two_stage_before": p2["corrected_pairs_before"]["two_stage"],
+            "corrected_pairs_two_stage_after": p2["corrected_pairs_after"]["two_stage"],
+            "reworded_greedy_before": p2["reworded_before"]["greedy"], "reworded_greedy_after": p2["reworded_after"]["greedy"],
+            "heldout_greedy_after_corrections": p2["heldout_all_after"]["greedy"],
         })
     return figures
 
