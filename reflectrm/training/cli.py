@@ -79,6 +79,8 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=c.temperature, help=f"sampling temperature (default {c.temperature:g})")
     p.add_argument("--beta", type=float, default=c.beta, help=f"KL coefficient (default {c.beta:g})")
     p.add_argument("--format-reward", type=float, default=0.0, help="weight of a format reward (default 0: none)")
+    p.add_argument("--arithmetic-reward", type=float, default=0.0,
+                   help="weight of the demo domain's arithmetic reward (demo data only; default 0: none)")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (merged into final/)")
     p.add_argument("--lora-r", type=int, default=c.lora_r, help=f"LoRA rank (default {c.lora_r})")
     p.add_argument("--use-vllm", action="store_true", help="generate with vLLM (GPU machines)")
@@ -159,7 +161,8 @@ def _progress_bar() -> Any:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    weights = {"accuracy": 1.0, **({"format": args.format_reward} if args.format_reward else {})}
+    weights = {"accuracy": 1.0, **({"format": args.format_reward} if args.format_reward else {}),
+               **({"arithmetic": args.arithmetic_reward} if args.arithmetic_reward else {})}
     return TrainConfig(
         learning_rate=args.lr, batch_size=args.batch_size, num_generations=args.num_generations,
         temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,

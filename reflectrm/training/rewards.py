@@ -64,5 +64,12 @@ def format_reward(completions: Sequence[Completion], task: Sequence[str], **kwar
     ]
 
 
-REWARDS = {"accuracy": accuracy_reward, "format": format_reward}
+def arithmetic_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
+    """The demo domain's process reward (`reflectrm.demo.rewards`): 1.0 when the analysis's arithmetic is true."""
+    from reflectrm.demo.rewards import arithmetic_reward as demo_arithmetic
+
+    return demo_arithmetic(completions=completions, **kwargs)
+
+
+REWARDS = {"accuracy": accuracy_reward, "format": format_reward, "arithmetic": arithmetic_reward}
 """Reward functions by the name `TrainConfig.reward_weights` uses."""

@@ -1,0 +1,57 @@
+"""A process reward for the demo domain: is the analysis's arithmetic true? Pure standard library.
+
+The paper rewards the verdict alone. On the demo judge that reward is noisy: an analysis that
+computes `2 * 3 = 8` still names the right response half the time (when neither answer matches, the
+verdict defaults to Response 1), and one that writes `6 - 8 = 0, right` may name it by accident, so
+GRPO also reinforces wrong arithmetic. The demo's analyses are checkable, so this reward pays 1.0
+only when every equation in the analysis is true, the first one works the prompt's problem, and
+each right / wrong mark follows from its difference (0 means right). Use it beside the accuracy
+reward (`TrainConfig(reward_weights={"accuracy": 1.0, "arithmetic": 1.0})`), on demo data only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from reflectrm.core.parsing import parse_output
+from reflectrm.core.prompts import Task
+
+_EQUATION = re.compile(r"(-?\d+) ([-+*]) (-?\d+) = (-?\d+)")
+_CHECK = re.compile(r"(-?\d+) - (-?\d+) = (-?\d+), (right|wrong)")
+_PROBLEM = re.compile(r"(\d+)\s*([-+*])\s*(\d+)")
+_APPLY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(m.get("content", "")) for m in prompt or () if isinstance(m, dict))
+
+
+def arithmetic_true(analysis: str, problem: tuple[int, str, int] | None) -> bool:
+    """Every equation true, the first one `problem` (when given), each mark following its difference."""
+    equations = _EQUATION.findall(analysis)
+    if not equations:
+        return False
+    a, op, b, _ = equations[0]
+    if problem is not None and (int(a), op, int(b)) != problem:
+        return False
+    if any(_APPLY[o](int(x), int(y)) != int(z) for x, o, y, z in equations):
+        return False
+    return all((int(d) == 0) == (mark == "right") for _, _, d, mark in _CHECK.findall(analysis))
+
+
+def arithmetic_reward(prompts: Sequence[Any], completions: Sequence[Any], task: Sequence[str],
+                      **kwargs: Any) -> list[float]:
+    """1.0 when the completion's analysis does the prompt's arithmetic right (see the module), else 0.0."""
+    from reflectrm.training.rewards import completion_text  # the one reading of TRL's completions
+
+    rewards = []
+    for prompt, completion, kind in zip(prompts, completions, task, strict=True):
+        m = _PROBLEM.search(_prompt_text(prompt))
+        problem = (int(m.group(1)), m.group(2), int(m.group(3))) if m else None
+        analysis = parse_output(completion_text(completion), task=Task(kind)).analysis
+        rewards.append(1.0 if problem is not None and arithmetic_true(analysis, problem) else 0.0)
+    return rewards
