@@ -145,12 +145,13 @@ def grpo(snapshot: Path, *, model: str, out: Path, config: TrainConfig) -> dict[
     started = time.perf_counter()
     result = train(snapshot, model=model, output_dir=out, config=config)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    rewards = [r["reward"] for r in rows if "reward" in r]
+    # the accuracy reward alone (the verdict right), whatever else the run is paid for
+    rewards = [r.get("rewards/accuracy_reward/mean", r["reward"]) for r in rows if "reward" in r]
     head, tail = rewards[: max(1, len(rewards) // 10)], rewards[-max(1, len(rewards) // 10):]
     summary = {"steps": result.step, "train_s": round(time.perf_counter() - started, 1),
                "reward_first_10pct": sum(head) / len(head), "reward_last_10pct": sum(tail) / len(tail),
                "final_model": str(result.final_model)}
-    print(f"  GRPO: {result.step} steps in {summary['train_s']:.0f}s, mean reward {summary['reward_first_10pct']:.3f} "
+    print(f"  GRPO: {result.step} steps in {summary['train_s']:.0f}s, mean accuracy reward {summary['reward_first_10pct']:.3f} "
           f"(first 10%) -> {summary['reward_last_10pct']:.3f} (last 10%)")
     return summary
 
@@ -264,10 +265,12 @@ def splits(eval_pairs: int, unseen_pairs: int) -> tuple[list[PreferencePair], li
 
 def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
     return TrainConfig(
-        learning_rate=args.lr, batch_size=args.prompts_per_step, num_generations=args.num_generations,
+        learning_rate=args.lr, temperature=args.temperature, batch_size=args.prompts_per_step,
+        num_generations=args.num_generations,
         per_device_batch_size=args.prompts_per_step * args.num_generations, max_completion_length=MAX_TOKENS,
         epochs=50, max_time_s=minutes * 60, max_steps=args.max_steps, beta=args.beta, device="cpu",
         gradient_checkpointing=False, save_steps=100, save_total_limit=1, seed=0,
+        reward_weights={"accuracy": 1.0, **({"arithmetic": args.arithmetic_reward} if args.arithmetic_reward else {})},
     )
 
 
@@ -285,7 +288,11 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=2e-4, help="the demo judge is tiny: far above the paper's 1e-6")
     ap.add_argument("--prompts-per-step", type=int, default=8)
     ap.add_argument("--num-generations", type=int, default=8)
-    ap.add_argument("--beta", type=float, default=0.04, help="KL penalty against the starting judge: keeps the analyses well formed")
+    ap.add_argument("--beta", type=float, default=0.0, help="KL penalty against the starting judge")
+    ap.add_argument("--temperature", type=float, default=1.0,
+                    help="GRPO's sampling temperature (the paper: 1.0)")
+    ap.add_argument("--arithmetic-reward", type=float, default=1.0,
+                    help="weight of the demo's arithmetic reward beside the accuracy reward (reflectrm.demo.rewards)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
     ap.add_argument("--skip-corrections", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
