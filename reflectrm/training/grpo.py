@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -276,7 +277,6 @@ def _now() -> float:
 
 def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig, resume: bool,
            stop: threading.Event) -> TrainResult:
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
     from reflectrm.training.callbacks import RunCallback
@@ -287,7 +287,8 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     tokenizer = load_tokenizer(model)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args = grpo_args(config, files.root, world_size=world_size)
-    checkpoint = get_last_checkpoint(str(files.root)) if resume else None
+    resumable = [c for c in list_checkpoints(files.root) if not c.final] if resume else []
+    checkpoint = str(resumable[-1].path) if resumable else None  # the newest complete one, not a half-saved one
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[_recording(REWARDS[name], files, config, record=i == 0)
@@ -333,10 +334,16 @@ def export_final(trainer: Any, tokenizer: Any, where: Path, *, meta: Mapping[str
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):  # a peft model
         model = model.merge_and_unload()
-    where.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(where)
-    tokenizer.save_pretrained(where)
-    (where / "training_card.json").write_text(json.dumps(dict(meta), indent=2, default=str) + "\n", encoding="utf-8")
+    # Written beside and renamed into place, so a kill mid-save never leaves a half-written final model.
+    partial = where.with_name(where.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    (partial / "training_card.json").write_text(json.dumps(dict(meta), indent=2, default=str) + "\n", encoding="utf-8")
+    if where.exists():  # a resumed run that trained further replaces its earlier final model
+        shutil.rmtree(where)
+    partial.rename(where)
     return where
 
 

@@ -154,12 +154,17 @@ class Checkpoint:
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Checkpoint]:
-    """The run's checkpoints by step, then its final model if it has one."""
+    """The run's complete checkpoints by step, then its final model if it has one.
+
+    The trainer writes a checkpoint's `trainer_state.json` last, so a folder without one is being
+    written or was cut off by a kill mid-save: it is neither listed nor resumed from.
+    """
     root = Path(run_dir)
     found = []
     for p in root.glob("checkpoint-*"):
         m = _CHECKPOINT.match(p.name)
-        if m and p.is_dir() and ((p / "config.json").exists() or (p / "adapter_config.json").exists()):
+        if (m and p.is_dir() and (p / "trainer_state.json").exists()
+                and ((p / "config.json").exists() or (p / "adapter_config.json").exists())):
             found.append(Checkpoint(path=p, step=int(m.group(1)), lora=(p / "adapter_config.json").exists()))
     found.sort(key=lambda c: c.step)
     final = root / "final"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 
 import pytest
@@ -129,12 +130,18 @@ def test_job_lifecycle_cancel_resume_kill_crash(snapshot, tmp_path):
 
     last = list_checkpoints(job.run_dir)[-1].step
     assert last >= cancelled_at
+    # what a kill in the middle of a save leaves: a newer checkpoint without its trainer_state.json
+    half_saved = job.run_dir / f"checkpoint-{last + 5}"
+    shutil.copytree(job.run_dir / f"checkpoint-{last}", half_saved)
+    (half_saved / "trainer_state.json").unlink()
+    assert list_checkpoints(job.run_dir)[-1].step == last
     job = jobs.resume_run(job.run_dir, max_steps=last + 1, env={"OMP_NUM_THREADS": "1"})
     p = job.wait(180)
     assert p.state == "completed", p.log_tail
     assert p.step == last + 1 and p.checkpoints[-1].final
     log = (job.run_dir / "train.log").read_text()
     assert log.count(f"resuming from {job.run_dir}/checkpoint-") == 2  # both restarts picked up a checkpoint
+    assert log.rsplit("resuming from ", 1)[1].split()[0] == f"{job.run_dir}/checkpoint-{last}"  # newest complete one
 
 
 def test_a_worker_that_fails_records_why(snapshot, tmp_path):

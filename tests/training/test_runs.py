@@ -73,10 +73,12 @@ def test_a_recycled_pid_is_not_the_run(tmp_path):
 
 def test_checkpoints_are_listed_by_step_then_final(tmp_path):
     root = tmp_path / "r"
-    for step, marker in [(10, "config.json"), (2, "config.json"), (5, "adapter_config.json")]:
+    for step, marker in [(10, "config.json"), (2, "config.json"), (5, "adapter_config.json"), (7, "config.json")]:
         (root / f"checkpoint-{step}").mkdir(parents=True)
         (root / f"checkpoint-{step}" / marker).write_text("{}")
-    (root / "checkpoint-7").mkdir()  # being written: no weights yet
+        if step != 7:  # checkpoint-7 is being written (or a kill cut it off): no trainer_state.json yet
+            (root / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (root / "checkpoint-8").mkdir()  # no weights yet
     (root / "checkpoint-x").mkdir()
     (root / "final").mkdir()
     (root / "final" / "config.json").write_text("{}")
