@@ -19,10 +19,13 @@ class RunCallback(TrainerCallback):
     saves a checkpoint and returns, so the run resumes from there.
     """
 
-    def __init__(self, files: RunFiles, stop: threading.Event, *, max_time_s: float | None = None) -> None:
+    def __init__(self, files: RunFiles, stop: threading.Event, *, max_time_s: float | None = None,
+                 decay_over_time: bool = False) -> None:
         self.files = files
         self.stop = stop
         self.max_time_s = max_time_s
+        self.decay_over_time = decay_over_time and max_time_s is not None
+        self._lr: float | None = None  # the rate the last step used, when this callback sets it
         self._paced = False
         self._began = time.monotonic()
 
@@ -39,6 +42,16 @@ class RunCallback(TrainerCallback):
             self.files.update_status(state="running", step=state.global_step, first_step=state.global_step,
                                      total_steps=state.max_steps, started_unix=now, pace_since_unix=now,
                                      step_unix=None)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> None:
+        if not self.decay_over_time or optimizer is None:
+            return
+        # linear decay to 0 over the time budget; rank 0's clock decides, so every rank steps alike
+        left = 1.0 - (time.monotonic() - self._began) / self.max_time_s
+        factor = _from_rank0(min(1.0, max(0.0, left)), args.device)
+        self._lr = args.learning_rate * factor
+        for group in optimizer.param_groups:  # a "constant" scheduler leaves what is set here alone
+            group["lr"] = self._lr
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.is_world_process_zero:
@@ -58,6 +71,8 @@ class RunCallback(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if state.is_world_process_zero and logs and "train_runtime" not in logs:
+            if self._lr is not None and "learning_rate" in logs:
+                logs["learning_rate"] = self._lr  # the trainer reports its constant scheduler's rate
             self.files.append(self.files.metrics, {"step": state.global_step, "time": time.time(), **logs})
 
 
@@ -72,3 +87,16 @@ def _any_rank(flag: bool, device: Any) -> bool:
     t = torch.tensor([1 if flag else 0], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
+
+
+def _from_rank0(value: float, device: Any) -> float:
+    """Rank 0's `value` on every process (a single process: `value`)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    import torch
+
+    t = torch.tensor([value], device=device, dtype=torch.float64)
+    dist.broadcast(t, src=0)
+    return float(t.item())

@@ -69,6 +69,10 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", type=Path, required=True, help="the run folder: checkpoints, final/, metrics")
     p.add_argument("--max-steps", type=int, default=c.max_steps, help="stop after N optimizer steps (default: epochs)")
     p.add_argument("--epochs", type=float, default=c.epochs, help=f"passes over the data (default {c.epochs:g})")
+    p.add_argument("--max-minutes", type=float, help="stop (completed, with a checkpoint) after this much training time")
+    p.add_argument("--lr-scheduler", default=c.lr_scheduler,
+                   help=f"a transformers scheduler name, or linear-time: decay to 0 over --max-minutes "
+                        f"(default {c.lr_scheduler})")
     p.add_argument("--lr", type=float, default=c.learning_rate, help=f"learning rate (default {c.learning_rate:g})")
     p.add_argument("--batch-size", type=int, default=c.batch_size, help=f"prompts per step (default {c.batch_size})")
     p.add_argument("--num-generations", type=int, default=c.num_generations, help=f"group size (default {c.num_generations})")
@@ -90,13 +94,16 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=c.device, help="auto, cpu or cuda (default auto)")
     p.add_argument("--save-steps", type=int, default=c.save_steps, help=f"checkpoint every N steps (default {c.save_steps})")
     p.add_argument("--no-gradient-checkpointing", action="store_true", help="faster for small models")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bf16 (default: on CUDA; on a CPU, bf16 autocast over fp32 weights, for AMX / AVX512-BF16)")
     p.add_argument("--seed", type=int, default=c.seed, help="seed (default 0)")
     p.add_argument("--fresh", action="store_true", help="do not resume from the run folder's last checkpoint")
     p.add_argument("--detach", action="store_true", help="run in a background process; watch with train-status")
     p.set_defaults(func=cmd_train)
 
 
-def _mix(text: str) -> tuple[int, int]:
+def parse_mix(text: str) -> tuple[int, int]:
+    """The preference : reflection mix of a training set, "4:1" -> (4, 1)."""
     try:
         a, b = (int(x) for x in text.split(":"))
     except ValueError:
@@ -109,7 +116,7 @@ def cmd_build_data(args: argparse.Namespace) -> int:
     from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
 
     config = DataConfig(n=args.n, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                        mix=_mix(args.mix), seed=args.seed)
+                        mix=parse_mix(args.mix), seed=args.seed)
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
     judgments = _read_judgments(args.judgments) if args.judgments else []
@@ -166,6 +173,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         learning_rate=args.lr, batch_size=args.batch_size, num_generations=args.num_generations,
         temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,
+        max_time_s=args.max_minutes * 60 if args.max_minutes is not None else None, lr_scheduler=args.lr_scheduler, bf16=args.bf16,
         max_completion_length=args.max_completion_length, per_device_batch_size=args.per_device_batch_size,
         beta=args.beta, reward_weights=weights, lora=args.lora, lora_r=args.lora_r, use_vllm=args.use_vllm,
         vllm_mode=args.vllm_mode, vllm_server_url=args.vllm_server_url, device=args.device, save_steps=args.save_steps,

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
+TIME_DECAY = "linear-time"  # TrainConfig.lr_scheduler: linear decay to 0 over the time budget
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainConfig:
     """One GRPO run. Defaults are the paper's for real models (PAPER.md 3); the rest are named choices."""
@@ -53,7 +56,9 @@ class TrainConfig:
     loss_type: str = "dapo"  # TRL's GRPO loss aggregation (paper: unstated; TRL 1.16 default)
     scale_rewards: str = "group"  # advantage normalisation: "group" (GRPO), "batch" or "none"
     reward_weights: Mapping[str, float] = (("accuracy", 1.0),)  # reward name -> weight; add ("format", w) for a format reward
-    lr_scheduler: str = "constant"  # paper: unstated; constant keeps short runs comparable
+    # paper: unstated; constant keeps short runs comparable. Any transformers scheduler name, or "linear-time":
+    # linear decay to 0 over max_time_s, for a run bounded by time, whose step count is not known in advance.
+    lr_scheduler: str = "constant"
     warmup_steps: float = 0.0  # steps (or a fraction of them when < 1)
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -67,7 +72,7 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM may take
     vllm_server_url: str | None = None  # server mode: where `trl vllm-serve` listens (None: http://localhost:8000)
     device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda"
-    bf16: bool | None = None  # None: bf16 on CUDA, fp32 on CPU
+    bf16: bool | None = None  # None: bf16 on CUDA, fp32 on CPU; True on a CPU: fp32 weights, bf16 autocast
     cpu_threads: int | None = None  # torch threads on CPU (None: torch's default); 1 wins on a busy machine
     gradient_checkpointing: bool = True  # trade compute for memory (off for tiny models)
     save_steps: int = 50  # checkpoint every N steps (and at the end, and on cancel)
@@ -96,6 +101,8 @@ class TrainConfig:
         unknown = sorted(set(self.reward_weights) - set(REWARDS))
         if unknown or not self.reward_weights:
             raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)}")
+        if self.lr_scheduler == TIME_DECAY and self.max_time_s is None:
+            raise ConfigError(f"lr_scheduler {TIME_DECAY!r} decays over the time budget: set max_time_s too")
         if self.scale_rewards not in ("group", "batch", "none"):
             raise ConfigError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
         if self.vllm_mode not in ("colocate", "server"):
@@ -153,7 +160,9 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
     bf16 = (not on_cpu) if config.bf16 is None else config.bf16
     return trl.GRPOConfig(
         output_dir=str(output_dir),
-        model_init_kwargs={"dtype": "bfloat16" if bf16 else "float32"},  # TRL loads the policy (and vLLM's copy)
+        # TRL loads the policy (and vLLM's copy) in this dtype. On a CPU bf16 is mixed precision instead: fp32
+        # weights (a small model's updates vanish in bf16 ones), bf16 matmuls under autocast (AMX / AVX512-BF16).
+        model_init_kwargs={"dtype": "bfloat16" if bf16 and not on_cpu else "float32"},
         learning_rate=config.learning_rate,
         per_device_train_batch_size=config.per_device_batch_size,
         gradient_accumulation_steps=config.accumulation_steps(world_size),
@@ -167,7 +176,7 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
         loss_type=config.loss_type,
         scale_rewards=config.scale_rewards,
         reward_weights=list(config.reward_weights.values()),
-        lr_scheduler_type=config.lr_scheduler,
+        lr_scheduler_type="constant" if config.lr_scheduler == TIME_DECAY else config.lr_scheduler,  # the callback decays
         warmup_steps=config.warmup_steps,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
@@ -297,7 +306,8 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
-        callbacks=[RunCallback(files, stop, max_time_s=config.max_time_s)],
+        callbacks=[RunCallback(files, stop, max_time_s=config.max_time_s,
+                               decay_over_time=config.lr_scheduler == TIME_DECAY)],
     )
     log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
     with _cpu_threads(config):

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -123,6 +124,7 @@ def test_cancelling_a_run_whose_process_is_gone_marks_it_cancelled(tmp_path):
         pytest.param({"scale_rewards": "yes"}, "scale_rewards", id="scale"),
         pytest.param({"device": "tpu"}, "device must be", id="device"),
         pytest.param({"epochs": 0, "max_steps": -1}, "epochs must be > 0", id="no-length"),
+        pytest.param({"lr_scheduler": "linear-time"}, "decays over the time budget: set max_time_s", id="decay-no-budget"),
     ],
 )
 def test_train_config_validation(change, message):
@@ -154,3 +156,37 @@ def test_grpo_args_map_the_config():
     assert args.use_cpu and not args.bf16 and args.report_to == []
     assert args.reward_weights == [1.0, 0.2] and args.remove_unused_columns is False
     assert (args.top_k, args.top_p, args.temperature) == (0, 1.0, 1.0)
+
+
+def test_grpo_args_on_a_cpu_keep_fp32_weights_under_bf16_autocast():
+    args = grpo_args(TrainConfig(device="cpu", bf16=True, max_time_s=60, lr_scheduler="linear-time"), "/tmp/unused")
+    assert args.bf16 and args.model_init_kwargs == {"dtype": "float32"}  # a tiny model's updates vanish in bf16
+    assert args.lr_scheduler_type == "constant"  # the run callback decays the rate, not the trainer
+    assert grpo_args(TrainConfig(device="cpu"), "/tmp/unused").model_init_kwargs == {"dtype": "float32"}
+
+
+def test_the_time_decay_sets_the_rate_each_step_from_the_budget_left(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from reflectrm.training import callbacks
+
+    clock = [1000.0]
+    monkeypatch.setattr(callbacks.time, "monotonic", lambda: clock[0])
+    cb = callbacks.RunCallback(RunFiles(tmp_path), threading.Event(), max_time_s=100.0, decay_over_time=True)
+    args = SimpleNamespace(learning_rate=2e-4, device="cpu")
+    state = SimpleNamespace(is_world_process_zero=True, global_step=0, max_steps=10)
+    optimizer = SimpleNamespace(param_groups=[{"lr": 2e-4}, {"lr": 2e-4}])
+    cb.on_train_begin(args, state, None)
+    seen = []
+    for elapsed in (0.0, 25.0, 90.0, 150.0):
+        clock[0] = 1000.0 + elapsed
+        cb.on_step_begin(args, state, None, optimizer=optimizer)
+        seen.append([round(g["lr"], 9) for g in optimizer.param_groups])
+    assert seen == [[2e-4] * 2, [1.5e-4] * 2, [2e-5] * 2, [0.0] * 2]
+    logs = {"loss": 0.1, "learning_rate": 2e-4}
+    cb.on_log(args, state, None, logs=logs)
+    assert read_jsonl(tmp_path / "metrics.jsonl")[-1]["learning_rate"] == 0.0  # the rate used, not the scheduler's
+
+    plain = callbacks.RunCallback(RunFiles(tmp_path), threading.Event(), max_time_s=100.0)
+    plain.on_step_begin(args, state, None, optimizer=optimizer)
+    assert optimizer.param_groups[0]["lr"] == 0.0  # without the decay, the callback leaves the rate alone
