@@ -56,6 +56,7 @@ from reflectrm.training.data import (  # noqa: E402
     read_examples,
     write_snapshot,
 )
+from reflectrm.training.cli import parse_mix  # noqa: E402
 from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
 
 log = logging.getLogger("bench.retrain")
@@ -195,8 +196,8 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
           held_in: list[PreferencePair]) -> dict[str, Any]:
     print("part 1: GRPO on data built from held-in pairs (the held-out pairs' problems, other wordings)")
     before = evaluate(args.model, held_out, label="demo judge, held-out", cache=out / "cache")
-    before_unseen = evaluate(args.model, unseen, label="demo judge, unseen problems", cache=out / "cache")
-    data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=(4, 1), seed=0)
+    before_unseen = evaluate(args.model, unseen, label="demo judge, unseen problems", cache=out / "cache") if unseen else None
+    data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=parse_mix(args.mix), seed=0)
     started = time.perf_counter()
     stored, _ = cached(cache_path(out / "cache", "rollouts", args.model, held_in),
                        lambda: [j.to_dict() for j in collect_rollouts(held_in, load_backend(args.model, device="cpu"),
@@ -208,9 +209,10 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
           f"{snapshot.rows} examples {asdict(built.report)}")
     run = grpo(snapshot.path, model=args.model, out=out / "run", config=train_config(args, args.minutes))
     after = evaluate(run["final_model"], held_out, label="after GRPO, held-out")
-    after_unseen = evaluate(run["final_model"], unseen, label="after GRPO, unseen problems")
+    after_unseen = evaluate(run["final_model"], unseen, label="after GRPO, unseen problems") if unseen else None
     return {"data": {"snapshot": str(snapshot.path), "held_in_pairs": len(held_in), **asdict(built.report)},
-            "grpo": run, "before": before, "after": after, "unseen_before": before_unseen, "unseen_after": after_unseen,
+            "grpo": run, "before": before, "after": after,
+            **({"unseen_before": before_unseen, "unseen_after": after_unseen} if unseen else {}),
             "greedy_paired": paired(before["_greedy"], after["_greedy"]),
             "two_stage_paired": paired(before["_two_stage"], after["_two_stage"])}
 
@@ -268,7 +270,8 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
         num_generations=args.num_generations,
         per_device_batch_size=args.prompts_per_step * args.num_generations, max_completion_length=MAX_TOKENS,
         epochs=50, max_time_s=minutes * 60, max_steps=args.max_steps, beta=args.beta, device="cpu",
-        gradient_checkpointing=False, save_steps=100, save_total_limit=1, seed=0,
+        gradient_checkpointing=False, save_steps=100, save_total_limit=1, seed=0, bf16=args.bf16,
+        lr_scheduler=args.lr_schedule,
         reward_weights={"accuracy": 1.0, **({"arithmetic": args.arithmetic_reward} if args.arithmetic_reward else {})},
     )
 
@@ -282,7 +285,7 @@ def main() -> int:
     ap.add_argument("--max-steps", type=int, default=-1, help="also stop after N steps")
     ap.add_argument("--eval-pairs", type=int, default=300,
                     help="held-out pairs; the held-in pairs ask their problems in the other wordings (about 3 each)")
-    ap.add_argument("--unseen-pairs", type=int, default=300, help="pairs on problems no training example asks")
+    ap.add_argument("--unseen-pairs", type=int, default=300, help="pairs on problems no training example asks (0: skip that measurement)")
     ap.add_argument("--correction-pairs", type=int, default=120)
     ap.add_argument("--lr", type=float, default=2e-4, help="the demo judge is tiny: far above the paper's 1e-6")
     ap.add_argument("--prompts-per-step", type=int, default=8)
@@ -292,6 +295,10 @@ def main() -> int:
                     help="GRPO's sampling temperature (the paper: 1.0)")
     ap.add_argument("--arithmetic-reward", type=float, default=1.0,
                     help="weight of the demo's arithmetic reward beside the accuracy reward (reflectrm.demo.rewards)")
+    ap.add_argument("--mix", default="4:1", help="preference:reflection ratio of part 1's data (paper: 4:1)")
+    ap.add_argument("--lr-schedule", default="constant", choices=("constant", "linear-time"),
+                    help="linear-time: decay the rate to 0 over the time budget")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast over fp32 weights (CPUs with AMX / AVX512-BF16)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
     ap.add_argument("--skip-corrections", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
@@ -326,11 +333,13 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "greedy_gain_points": round(100 * (p1["after"]["greedy"] - p1["before"]["greedy"]), 1),
         "two_stage_before": p1["before"]["two_stage"], "two_stage_after": p1["after"]["two_stage"],
         "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
-        "unseen_greedy_before": p1["unseen_before"]["greedy"], "unseen_greedy_after": p1["unseen_after"]["greedy"],
-        "unseen_two_stage_before": p1["unseen_before"]["two_stage"],
-        "unseen_two_stage_after": p1["unseen_after"]["two_stage"],
         "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
     }
+    if "unseen_before" in p1:
+        figures.update({
+            "unseen_greedy_before": p1["unseen_before"]["greedy"], "unseen_greedy_after": p1["unseen_after"]["greedy"],
+            "unseen_two_stage_before": p1["unseen_before"]["two_stage"],
+            "unseen_two_stage_after": p1["unseen_after"]["two_stage"]})
     if "part2" in results:
         p2 = results["part2"]
         figures.update({
