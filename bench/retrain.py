@@ -112,13 +112,33 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path
         "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
         "greedy_by_kind": by_kind(greedy),
         "two_stage_by_kind": by_kind(two),
+        **stage2(two),
         "eval_s": round(time.perf_counter() - started, 1),
         "_greedy": [bool(j.correct) for j in greedy],
         "_two_stage": [bool(j.correct) for j in two],
     }
     print(f"  {label:<34} greedy {out['greedy']:.3f}  two-stage {out['two_stage']:.3f}  majority "
           f"{out['majority']:.3f}  samples {out['sample_accuracy']:.3f}  ({len(pairs)} pairs, {out['eval_s']:.0f}s)")
+    print(f"  {'':<34} stage 2: anchor right {out['anchor_accuracy']:.3f}; a reflection between a right and a wrong "
+          f"analysis picks the right one {out['reflection_picks_right']:.3f} ({out['decisive_reflections']})")
     return out
+
+
+def stage2(judgments: list[Judgment]) -> dict[str, Any]:
+    """How good stage 2 is on this judge: the anchor's accuracy and, over the reflections that compare a
+    right analysis with a wrong one (by `human_marks`), how often the reflection picks the right one."""
+    anchors = decisive = picked_right = 0
+    for j in judgments:
+        marks = human_marks(j)
+        anchors += j.anchor is not None and marks.get(j.anchor) == "right"
+        for r in j.reflections:
+            shown = [marks.get(i) for i in r.order]
+            if sorted(m or "" for m in shown) != ["right", "wrong"]:
+                continue
+            decisive += 1
+            picked_right += r.choice is not None and shown[r.choice - 1] == "right"
+    return {"anchor_accuracy": anchors / max(1, len(judgments)), "decisive_reflections": decisive,
+            "reflection_picks_right": picked_right / max(1, decisive)}
 
 
 def accuracy(judgments: list[Judgment]) -> float:
@@ -345,6 +365,7 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "greedy_gain_points": round(100 * (p1["after"]["greedy"] - p1["before"]["greedy"]), 1),
         "two_stage_before": p1["before"]["two_stage"], "two_stage_after": p1["after"]["two_stage"],
         "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
+        "reflection_picks_right_after": p1["after"]["reflection_picks_right"],
         "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
     }
     if "unseen_before" in p1:

@@ -25,3 +25,34 @@ def test_held_in_rewords_held_out_problems_and_unseen_problems_are_untouched():
     assert not {context_key(p) for p in held_in} & {context_key(p) for p in held_out}
     assert not {problem_of(p) for p in unseen} & problems
     assert len(held_in) >= 2 * len(problems)  # each problem in (at least two of) its other three wordings
+
+
+def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analysis():
+    from reflectrm.core import Judgment
+    from reflectrm.core.types import ParseStatus, Reflection, Rollout
+    from reflectrm.demo.tasks import make_pairs
+
+    bench = load_bench()
+    pair = make_pairs(1, seed=7)[0]
+    problem = problem_of(pair)
+    wrong_answer = problem.answer + 1
+
+    def rollout(i, result, prediction):
+        analysis = f"{problem.expression} = {result}. Response {prediction} is right."
+        return Rollout(index=i, text=analysis, analysis=analysis, prediction=prediction, status=ParseStatus.OK,
+                       confidence=-0.1, num_tokens=10)
+
+    def reflection(sample, order, choice):
+        return Reflection(sample=sample, anchor=0, order=order, text="", analysis="", choice=choice,
+                          status=ParseStatus.OK)
+
+    other = 3 - pair.label
+    rollouts = (rollout(0, problem.answer, pair.label), rollout(1, wrong_answer, other),
+                rollout(2, wrong_answer, other), rollout(3, problem.answer, pair.label))
+    reflections = (reflection(1, (0, 1), 1),  # right vs wrong: picks the right one
+                   reflection(2, (2, 0), 1),  # wrong vs right: picks the wrong one
+                   reflection(3, (3, 0), 2))  # right vs right: not decisive
+    judgment = Judgment(pair=pair, strategy="reflectrm", rollouts=rollouts, verdict=pair.label, anchor=0,
+                        reflections=reflections)
+    figures = bench.stage2([judgment])
+    assert figures == {"anchor_accuracy": 1.0, "decisive_reflections": 2, "reflection_picks_right": 0.5}
