@@ -59,6 +59,7 @@ from reflectrm.training.data import (  # noqa: E402
 )
 from reflectrm.training.cli import parse_mix  # noqa: E402
 from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
+from reflectrm.training.rewards import reward_weights  # noqa: E402
 
 log = logging.getLogger("bench.retrain")
 
@@ -293,7 +294,7 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
         epochs=50, max_time_s=minutes * 60, max_steps=args.max_steps, beta=args.beta, device="cpu",
         gradient_checkpointing=False, save_steps=100, save_total_limit=1, seed=0, bf16=args.bf16,
         lr_scheduler=args.lr_schedule,
-        reward_weights={"accuracy": 1.0, **({"arithmetic": args.arithmetic_reward} if args.arithmetic_reward else {})},
+        reward_weights=reward_weights(arithmetic=args.arithmetic_reward),
     )
 
 

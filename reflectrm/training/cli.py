@@ -23,6 +23,7 @@ from typing import Any
 from reflectrm.errors import InputError
 from reflectrm.training.data import DataConfig
 from reflectrm.training.grpo import TrainConfig
+from reflectrm.training.rewards import reward_weights
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -168,8 +169,7 @@ def _progress_bar() -> Any:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    weights = {"accuracy": 1.0, **({"format": args.format_reward} if args.format_reward else {}),
-               **({"arithmetic": args.arithmetic_reward} if args.arithmetic_reward else {})}
+    weights = reward_weights(format=args.format_reward, arithmetic=args.arithmetic_reward)
     return TrainConfig(
         learning_rate=args.lr, batch_size=args.batch_size, num_generations=args.num_generations,
         temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,

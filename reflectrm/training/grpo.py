@@ -29,7 +29,7 @@ from typing import Any
 
 from reflectrm.errors import ConfigError, InputError, require
 from reflectrm.training.rewards import REWARDS, completion_text
-from reflectrm.training.runs import RunFiles, list_checkpoints, now_iso, process_start
+from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
 
 log = logging.getLogger(__name__)
 
@@ -296,8 +296,8 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     tokenizer = load_tokenizer(model)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args = grpo_args(config, files.root, world_size=world_size)
-    resumable = [c for c in list_checkpoints(files.root) if not c.final] if resume else []
-    checkpoint = str(resumable[-1].path) if resumable else None  # the newest complete one, not a half-saved one
+    resumable = last_checkpoint(files.root) if resume else None  # the newest complete one, not a half-saved one
+    checkpoint = str(resumable.path) if resumable else None
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[_recording(REWARDS[name], files, config, record=i == 0)
@@ -316,9 +316,9 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     cancelled = stop.is_set() or files.cancel.exists()
     final = None if cancelled else export_final(trainer, tokenizer, files.final, meta={
         "base_model": model, "data": str(data), "config": config.to_dict(), "step": step})
-    checkpoints = [c for c in list_checkpoints(files.root) if not c.final]
+    newest = last_checkpoint(files.root)
     return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
-                       last_checkpoint=checkpoints[-1].path if checkpoints else None, metrics=dict(output.metrics))
+                       last_checkpoint=newest.path if newest else None, metrics=dict(output.metrics))
 
 
 @contextlib.contextmanager

@@ -73,3 +73,8 @@ def arithmetic_reward(completions: Sequence[Completion], **kwargs: Any) -> list[
 
 REWARDS = {"accuracy": accuracy_reward, "format": format_reward, "arithmetic": arithmetic_reward}
 """Reward functions by the name `TrainConfig.reward_weights` uses."""
+
+
+def reward_weights(**extra: float) -> dict[str, float]:
+    """`TrainConfig.reward_weights`: the paper's accuracy reward, plus each named reward with a nonzero weight."""
+    return {"accuracy": 1.0, **{name: weight for name, weight in extra.items() if weight}}

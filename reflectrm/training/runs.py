@@ -174,6 +174,12 @@ def list_checkpoints(run_dir: str | Path) -> list[Checkpoint]:
     return found
 
 
+def last_checkpoint(run_dir: str | Path) -> Checkpoint | None:
+    """The newest complete trainer checkpoint (not the final model): where a resume starts."""
+    checkpoints = [c for c in list_checkpoints(run_dir) if not c.final]
+    return checkpoints[-1] if checkpoints else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunProgress:
     """Everything a watcher shows about a run, read from its folder.

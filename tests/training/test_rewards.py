@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reflectrm.training.rewards import accuracy_reward, completion_text, format_reward
+from reflectrm.training.rewards import REWARDS, accuracy_reward, completion_text, format_reward, reward_weights
 
 R1 = "<Analysis>1 + 1 = 2, so Response 1 is right.</Analysis>\n<Result>Response 1 is better than Response 2</Result>"
 C2 = "<Analysis>Critique 2 computes correctly.</Analysis>\n<Result>Critique 2 is better than Critique 1</Result>"
@@ -69,3 +69,9 @@ def test_mismatched_columns_are_an_error():
 
 def test_completion_text_takes_the_last_message():
     assert completion_text([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]) == "b"
+
+
+def test_reward_weights_keep_accuracy_and_drop_zero_weights():
+    assert reward_weights() == {"accuracy": 1.0}
+    assert reward_weights(format=0.0, arithmetic=0.5) == {"accuracy": 1.0, "arithmetic": 0.5}
+    assert set(reward_weights(format=0.2, arithmetic=1.0)) <= set(REWARDS)

@@ -14,7 +14,7 @@ import pytest
 from reflectrm.errors import ConfigError, InputError
 from reflectrm.training import jobs
 from reflectrm.training.grpo import TrainConfig, grpo_args
-from reflectrm.training.runs import RunFiles, list_checkpoints, pid_alive, process_start, read_jsonl, read_progress
+from reflectrm.training.runs import RunFiles, last_checkpoint, list_checkpoints, pid_alive, process_start, read_jsonl, read_progress
 
 
 def dead_pid() -> int:
@@ -87,6 +87,8 @@ def test_checkpoints_are_listed_by_step_then_final(tmp_path):
     found = list_checkpoints(root)
     assert [(c.step, c.lora, c.final) for c in found] == [(2, False, False), (5, True, False), (10, False, False),
                                                           (12, False, True)]
+    assert last_checkpoint(root).step == 10  # the newest complete trainer checkpoint, never final/
+    assert last_checkpoint(tmp_path / "empty") is None
 
 
 def test_read_jsonl_of_a_missing_file_is_empty(tmp_path):
