@@ -210,6 +210,11 @@ class TrainRequest:
         max_completion_length: tokens per completion.
         save_steps: a checkpoint every N steps (and at the end, and on cancel).
         gradient_checkpointing: trade compute for memory (worth it for large models on a GPU).
+        max_minutes: a time budget; the run stops, completed and checkpointed, after the step that passes
+            it (0: none, `max_steps` alone bounds the run).
+        decay_over_time: decay the learning rate linearly to 0 over `max_minutes` (needs a budget).
+        precision: "auto" (bf16 on a GPU, fp32 on a CPU), "bf16" (on a CPU: bf16 autocast over fp32
+            weights, which pays on CPUs with AMX / AVX512-BF16) or "fp32".
     """
 
     snapshot: str
@@ -222,6 +227,9 @@ class TrainRequest:
     max_completion_length: int = 1024
     save_steps: int = 50
     gradient_checkpointing: bool = True
+    max_minutes: float = 0.0
+    decay_over_time: bool = False
+    precision: str = "auto"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,7 +33,7 @@ from db.records import SnapshotRecord, TrainingRunRecord
 from db.services import JudgmentStore
 from reflectrm.errors import InputError
 from reflectrm.training import jobs
-from reflectrm.training.grpo import TrainConfig, check_model
+from reflectrm.training.grpo import TIME_DECAY, TrainConfig, check_model
 from reflectrm.training.runs import Checkpoint, RunFiles, RunProgress, list_checkpoints, read_progress
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ LOG_CHARS = 6000  # the end of a worker's log shown, and kept in the store when 
 _DEMO_DEFAULTS = MappingProxyType({"learning_rate": 5e-5, "batch_size": 4, "num_generations": 4, "save_steps": 20})
 """Form defaults for the bundled demo judge (3.6 M parameters, on a CPU): small steps that finish in seconds.
 Other models get the paper's (`TrainConfig`)."""
+PRECISIONS = MappingProxyType({"auto": None, "bf16": True, "fp32": False})
+"""The form's precision choices, as `TrainConfig.bf16`."""
 
 
 def default_runs_dir(database_url: str) -> Path:
@@ -62,6 +64,13 @@ def train_config(request: TrainRequest, settings: AppSettings) -> TrainConfig:
     """The `TrainConfig` a form asks for, on the device and CPU threads the app runs with."""
     if not isinstance(request.max_steps, int) or request.max_steps < 1:
         raise InputError(f"max steps must be a whole number of at least 1, got {request.max_steps!r}")
+    minutes = request.max_minutes
+    if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes >= 0):
+        raise InputError(f"the time budget must be a number of minutes >= 0 (0 = none), got {minutes!r}")
+    if request.decay_over_time and not minutes:
+        raise InputError("decaying the rate over the time budget needs a budget: set the minutes, or untick the decay")
+    if request.precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {request.precision!r}")
     sizes = (request.batch_size, request.num_generations)
     completions = sizes[0] * sizes[1] if all(isinstance(x, int) for x in sizes) else 0
     return TrainConfig(
@@ -71,6 +80,8 @@ def train_config(request: TrainRequest, settings: AppSettings) -> TrainConfig:
         per_device_batch_size=math.gcd(completions, TrainConfig().per_device_batch_size) or 1,
         save_steps=request.save_steps, lora=request.lora, gradient_checkpointing=request.gradient_checkpointing,
         device=settings.device, cpu_threads=settings.torch_threads(),
+        max_time_s=minutes * 60 or None, lr_scheduler=TIME_DECAY if request.decay_over_time else "constant",
+        bf16=PRECISIONS[request.precision],
     )
 
 

@@ -667,6 +667,8 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
             with gr.Row():
                 max_steps = gr.Number(d.max_steps, precision=0, minimum=1, label="Max steps", elem_id="train-max-steps")
                 lr = gr.Number(d.learning_rate, label="Learning rate", elem_id="train-lr")
+                minutes = gr.Number(d.max_minutes, minimum=0, label="Time budget, minutes (0 = none)",
+                                    elem_id="train-minutes")
                 lora = gr.Checkbox(d.lora, label="LoRA adapter", elem_id="train-lora")
             with gr.Accordion("More settings", open=False):
                 with gr.Row():
@@ -681,6 +683,13 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
                                      elem_id="train-save")
                 grad_ckpt = gr.Checkbox(d.gradient_checkpointing,
                                         label="Gradient checkpointing (less GPU memory, slower)")
+                with gr.Row():
+                    decay = gr.Checkbox(d.decay_over_time, label="Decay the rate to 0 over the time budget",
+                                        elem_id="train-decay")
+                    precision = gr.Dropdown(
+                        [("auto: bf16 on a GPU, fp32 on a CPU", "auto"),
+                         ("bf16 (on a CPU: autocast, pays with AMX / AVX512-BF16)", "bf16"), ("fp32", "fp32")],
+                        value=d.precision, label="Precision", elem_id="train-precision")
             with gr.Row():
                 start = gr.Button("Start", variant="primary", elem_id="train-start")
                 cancel = gr.Button("Cancel", variant="stop", elem_id="train-cancel")
@@ -708,7 +717,7 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
     seen = gr.State({})
 
     shown = [line, loss, reward, checkpoint, completions, log, runs, seen, timer, watched]
-    form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt]
+    form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt, minutes, decay, precision]
 
     def show(run_id, last, *, full: bool = False) -> dict:
         got = _train_view(services, run_id, {} if full else (last or {}))
@@ -730,12 +739,14 @@ def _train_tab(services: AppServices, tab: gr.Tab, active_judge: Any) -> None:
             out[log] = view.progress.log_tail
         return out
 
-    def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt) -> TrainRequest:
+    def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt, budget, decayed,
+                   dtype) -> TrainRequest:
         return TrainRequest(snapshot=snap or "", base_model=model or "", max_steps=_whole(steps, "max steps"),
                             learning_rate=float(rate or 0), lora=bool(use_lora),
                             batch_size=_whole(prompts, "prompts per step"), num_generations=_whole(size, "group size"),
                             max_completion_length=_whole(tokens, "max completion tokens"),
-                            save_steps=_whole(every, "checkpoint every N steps"), gradient_checkpointing=bool(ckpt))
+                            save_steps=_whole(every, "checkpoint every N steps"), gradient_checkpointing=bool(ckpt),
+                            max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto")
 
     def start_run(*values):
         try:

@@ -41,7 +41,7 @@ class RunCallback(TrainerCallback):
             self._paced = False
             self.files.update_status(state="running", step=state.global_step, first_step=state.global_step,
                                      total_steps=state.max_steps, started_unix=now, pace_since_unix=now,
-                                     step_unix=None)
+                                     step_unix=None, deadline_unix=now + self.max_time_s if self.max_time_s else None)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> None:
         if not self.decay_over_time or optimizer is None:

@@ -273,7 +273,9 @@ def _eta(status: Mapping[str, Any], state: str) -> float | None:
     if not total or done <= 0 or not pace_since:
         return None
     per_step = (float(status.get("step_unix") or time.time()) - float(pace_since)) / done
-    return max(0.0, (int(total) - int(status["step"])) * per_step)
+    eta = max(0.0, (int(total) - int(status["step"])) * per_step)
+    deadline = status.get("deadline_unix")  # a time budget ends the run sooner, after the step that passes it
+    return min(eta, max(0.0, float(deadline) - time.time()) + per_step) if deadline else eta
 
 
 def _tail(path: Path, chars: int) -> str:

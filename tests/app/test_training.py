@@ -97,6 +97,10 @@ def test_the_form_maps_onto_a_valid_train_config() -> None:
     # 9 completions per step: the pass size must divide them (TrainConfig would refuse 8)
     assert (config.per_device_batch_size, config.accumulation_steps()) == (1, 9)
     assert (config.device, config.cpu_threads, config.max_steps) == ("cpu", 1, 2)
+    assert (config.max_time_s, config.lr_scheduler, config.bf16) == (None, "constant", None)
+    budgeted = train_config(request(max_minutes=1.5, decay_over_time=True, precision="bf16"), settings)
+    assert (budgeted.max_time_s, budgeted.lr_scheduler, budgeted.bf16) == (90.0, "linear-time", True)
+    assert train_config(request(precision="fp32"), settings).bf16 is False
 
 
 # --- refusals: one clear line naming the problem and the fix ----------------------------------------------------
@@ -115,6 +119,9 @@ def test_the_form_maps_onto_a_valid_train_config() -> None:
         # GRPO compares a group: one sample per prompt has no advantage to learn from
         pytest.param({"num_generations": 1}, ConfigError, "num_generations must be", id="group-of-one"),
         pytest.param({"learning_rate": 0.0}, ConfigError, "learning_rate must be > 0", id="zero-lr"),
+        pytest.param({"decay_over_time": True}, InputError, "needs a budget", id="decay-without-budget"),
+        pytest.param({"max_minutes": -1.0}, InputError, "minutes >= 0", id="negative-budget"),
+        pytest.param({"precision": "fp8"}, InputError, "precision must be one of auto, bf16, fp32", id="precision"),
     ],
 )
 def test_bad_requests_are_refused_and_nothing_is_recorded(train_services: AppServices, paths, changes: dict,

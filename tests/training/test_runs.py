@@ -53,6 +53,17 @@ def test_progress_reads_curves_eta_and_recent_completions(tmp_path):
     assert p.fraction == 0.4 and not p.finished
 
 
+def test_a_time_budget_caps_the_eta(tmp_path):
+    """Steps alone would take 60 s more; the budget ends the run after the step that passes it (in 15 s)."""
+    now = time.time()
+    capped = write_run(tmp_path / "capped", step=4, total_steps=10, first_step=2, pace_since_unix=now - 20,
+                       step_unix=now, deadline_unix=now + 15)
+    assert read_progress(capped.root).eta_s == pytest.approx(15 + 10.0, abs=0.5)
+    roomy = write_run(tmp_path / "roomy", step=4, total_steps=10, first_step=2, pace_since_unix=now - 20,
+                      step_unix=now, deadline_unix=now + 600)
+    assert read_progress(roomy.root).eta_s == pytest.approx(60.0, rel=0.01)
+
+
 def test_a_running_status_whose_process_is_gone_reads_interrupted(tmp_path):
     files = write_run(tmp_path / "r", pid=dead_pid(), step=3)
     assert read_progress(files.root).state == "interrupted"
@@ -179,6 +190,8 @@ def test_the_time_decay_sets_the_rate_each_step_from_the_budget_left(tmp_path, m
     state = SimpleNamespace(is_world_process_zero=True, global_step=0, max_steps=10)
     optimizer = SimpleNamespace(param_groups=[{"lr": 2e-4}, {"lr": 2e-4}])
     cb.on_train_begin(args, state, None)
+    status = RunFiles(tmp_path).read_status()
+    assert status["deadline_unix"] == pytest.approx(status["started_unix"] + 100.0)  # the eta counts the budget
     seen = []
     for elapsed in (0.0, 25.0, 90.0, 150.0):
         clock[0] = 1000.0 + elapsed
