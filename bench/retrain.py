@@ -255,9 +255,9 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     fresh = fresh_pairs(wrong_pool, seed=SEEDS["corrected_fresh"], source="bench-corrected-fresh")
     path, corrected = corrections_from_store(judged, out)
     corrections = read_examples(path, origin="corrections")
-    # as many of part 1's examples as there are corrections: the corrections stay half of what is seen
+    # `--replay` of part 1's examples per correction example: what the judge already learned keeps being seen
     replay_all = read_examples(first["data"]["snapshot"])
-    replay = random.Random(0).sample(replay_all, min(len(replay_all), len(corrections)))
+    replay = random.Random(0).sample(replay_all, min(len(replay_all), round(args.replay * len(corrections))))
     built = build_training_set([], config=DataConfig(), extra=corrections + replay, eval_pairs=held_out + unseen + fresh)
     snapshot = write_snapshot(built, out / "data", name="corrections")
     tasks = [e.task.value for e in corrections]
@@ -318,6 +318,8 @@ def main() -> int:
                     help="held-out pairs; the held-in pairs ask their problems in the other wordings (about 3 each)")
     ap.add_argument("--unseen-pairs", type=int, default=300, help="pairs on problems no training example asks (0: skip that measurement)")
     ap.add_argument("--correction-pairs", type=int, default=120)
+    ap.add_argument("--replay", type=float, default=1.0,
+                    help="part 1's examples replayed in part 2, per correction example (default 1: half of what is seen)")
     ap.add_argument("--lr", type=float, default=3e-4,
                     help="peak rate; the demo judge is tiny: far above the paper's 1e-6")
     ap.add_argument("--prompts-per-step", type=int, default=8)
@@ -338,6 +340,8 @@ def main() -> int:
     ap.add_argument("--cache", action="store_true",
                     help="reuse OUT/cache: the starting judge's figures and rollouts from an earlier run (tuning)")
     args = ap.parse_args()
+    if args.replay < 0:
+        ap.error(f"--replay must be >= 0 (part 1's examples per correction example), got {args.replay}")
     CACHE["on"] = args.cache
     if args.quick:
         args.eval_pairs, args.unseen_pairs, args.correction_pairs = 12, 12, 24
