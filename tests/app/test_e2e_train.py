@@ -53,6 +53,9 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         expect(page.locator("#train-snapshot input")).to_have_value("seeded")
         assert value(page, "train-base-model") == value(page, "active-judge")  # the active judge by default
         page.fill("#train-max-steps input", str(STEPS))
+        page.fill("#train-minutes input", "30")  # a budget these steps never reach, its rate decayed over it
+        page.get_by_text("More settings").click()
+        page.check("#train-decay input")
         page.click("#train-start")
         wait_value(page, "train-status", r"^(started run #1|error)")
         assert value(page, "train-status") == "started run #1 on snapshot 'seeded'"
@@ -79,6 +82,7 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         with JudgmentStore.open(db_url) as store:
             stored = store.training_run(1)
         assert (stored.status, stored.step, stored.output_model) == ("completed", STEPS, final)
+        assert (stored.config["max_time_s"], stored.config["lr_scheduler"]) == (1800.0, "linear-time")
         browser.close()
 
 
