@@ -318,8 +318,8 @@ def main() -> int:
                     help="held-out pairs; the held-in pairs ask their problems in the other wordings (about 3 each)")
     ap.add_argument("--unseen-pairs", type=int, default=300, help="pairs on problems no training example asks (0: skip that measurement)")
     ap.add_argument("--correction-pairs", type=int, default=120)
-    ap.add_argument("--replay", type=float, default=1.0,
-                    help="part 1's examples replayed in part 2, per correction example (default 1: half of what is seen)")
+    ap.add_argument("--replay", type=float, default=2.0,
+                    help="part 1's examples replayed in part 2, per correction example (default 2: two thirds of what is seen)")
     ap.add_argument("--lr", type=float, default=3e-4,
                     help="peak rate; the demo judge is tiny: far above the paper's 1e-6")
     ap.add_argument("--prompts-per-step", type=int, default=8)

@@ -142,7 +142,7 @@ def problem_of(pair: PreferencePair) -> Problem:
     return p
 
 
-def stated_value(response: str, p: Problem | None = None) -> int | None:
+def stated_value(response: str, p: Problem) -> int | None:
     """The number a response states as its answer (the last number in it)."""
     numbers = [int(x) for x in _NUMBER.findall(response)]
     return numbers[-1] if numbers else None

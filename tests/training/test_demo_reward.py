@@ -3,8 +3,7 @@
 import pytest
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
-from reflectrm.core.types import PreferencePair
-from reflectrm.demo.rewards import arithmetic_true, quoted_values
+from reflectrm.demo.rewards import arithmetic_true
 from reflectrm.demo.tasks import Problem, make_pairs, response_analysis
 from reflectrm.training.rewards import REWARDS
 
@@ -24,28 +23,6 @@ PROBLEM = Problem("mul", 2, 3)
 ])
 def test_arithmetic_true(analysis, want):
     assert arithmetic_true(analysis, PROBLEM) is want
-
-
-def test_each_candidate_must_be_quoted_as_the_prompt_has_it():
-    pair = PreferencePair.from_query("What is 3 + 16?", "It equals 19.", "The answer is 29.", label=1)
-    text = response_prompt(pair)[0].content
-    quoted = quoted_values(text, Task.RESPONSE)
-    assert quoted == {"Response 1": 19, "Response 2": 29}
-    good, _ = response_analysis(pair, 19)
-    assert arithmetic_true(good, Problem("add", 3, 16), quoted)
-    misread = "3 + 16 = 19. Response 1: 19 - 19 = 0, right. Response 2: 19 - 19 = 0, right."  # 29 read as 19
-    assert arithmetic_true(misread, Problem("add", 3, 16)) and not arithmetic_true(misread, Problem("add", 3, 16), quoted)
-    one = "3 + 16 = 19. Response 1: 19 - 19 = 0, right."
-    assert not arithmetic_true(one, Problem("add", 3, 16), quoted)  # a candidate left unchecked
-    other = "3 + 16 = 19. Response 1: 19 - 18 = 1, wrong. Response 2: 29 - 18 = 11, wrong."  # not its own result
-    assert not arithmetic_true(other, Problem("add", 3, 16), quoted)
-    silent = PreferencePair.from_query("What is 3 + 16?", "no idea", "It equals 19.", label=2)
-    assert quoted_values(response_prompt(silent)[0].content, Task.RESPONSE) == {"Response 1": None, "Response 2": 19}
-    assert arithmetic_true(response_analysis(silent, 19)[0], None, {"Response 1": None, "Response 2": 19})
-    # the reflection task: each critique's computed result, read from the critiques (not the responses)
-    wrong, _ = response_analysis(pair, 29)
-    reflection = reflection_prompt(pair, wrong, "garbled, no result")[0].content
-    assert quoted_values(reflection, Task.ANALYSIS) == {"Critique 1": 29, "Critique 2": None}
 
 
 def test_reward_reads_the_problem_from_the_prompt_for_both_tasks():
