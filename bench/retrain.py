@@ -218,7 +218,8 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
           held_in: list[PreferencePair]) -> dict[str, Any]:
     print("part 1: GRPO on data built from held-in pairs (the held-out pairs' problems, other wordings)")
     before = evaluate(args.model, held_out, label="demo judge, held-out", cache=out / "cache")
-    before_unseen = evaluate(args.model, unseen, label="demo judge, unseen problems", cache=out / "cache") if unseen else None
+    before_unseen = (evaluate(args.model, unseen, label="demo judge, unseen problems", cache=out / "cache")
+                     if unseen else None)
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=parse_mix(args.mix), seed=0)
     started = time.perf_counter()
     stored, _ = cached(cache_path(out / "cache", "rollouts", args.model, held_in),
@@ -316,10 +317,12 @@ def main() -> int:
     ap.add_argument("--max-steps", type=int, default=-1, help="also stop after N steps")
     ap.add_argument("--eval-pairs", type=int, default=300,
                     help="held-out pairs; the held-in pairs ask their problems in the other wordings (about 3 each)")
-    ap.add_argument("--unseen-pairs", type=int, default=300, help="pairs on problems no training example asks (0: skip that measurement)")
+    ap.add_argument("--unseen-pairs", type=int, default=300,
+                    help="pairs on problems no training example asks (0: skip that measurement)")
     ap.add_argument("--correction-pairs", type=int, default=120)
     ap.add_argument("--replay", type=float, default=2.0,
-                    help="part 1's examples replayed in part 2, per correction example (default 2: two thirds of what is seen)")
+                    help="part 1's examples replayed in part 2, per correction example "
+                         "(default 2: two thirds of what is seen)")
     ap.add_argument("--lr", type=float, default=3e-4,
                     help="peak rate; the demo judge is tiny: far above the paper's 1e-6")
     ap.add_argument("--prompts-per-step", type=int, default=8)

@@ -70,7 +70,8 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", type=Path, required=True, help="the run folder: checkpoints, final/, metrics")
     p.add_argument("--max-steps", type=int, default=c.max_steps, help="stop after N optimizer steps (default: epochs)")
     p.add_argument("--epochs", type=float, default=c.epochs, help=f"passes over the data (default {c.epochs:g})")
-    p.add_argument("--max-minutes", type=float, help="stop (completed, with a checkpoint) after this much training time")
+    p.add_argument("--max-minutes", type=float,
+                   help="stop (completed, with a checkpoint) after this much training time")
     p.add_argument("--lr-scheduler", default=c.lr_scheduler,
                    help=f"a transformers scheduler name, or linear-time: decay to 0 over --max-minutes "
                         f"(default {c.lr_scheduler})")
@@ -173,7 +174,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         learning_rate=args.lr, batch_size=args.batch_size, num_generations=args.num_generations,
         temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,
-        max_time_s=args.max_minutes * 60 if args.max_minutes is not None else None, lr_scheduler=args.lr_scheduler, bf16=args.bf16,
+        max_time_s=args.max_minutes * 60 if args.max_minutes is not None else None,
+        lr_scheduler=args.lr_scheduler, bf16=args.bf16,
         max_completion_length=args.max_completion_length, per_device_batch_size=args.per_device_batch_size,
         beta=args.beta, reward_weights=weights, lora=args.lora, lora_r=args.lora_r, use_vllm=args.use_vllm,
         vllm_mode=args.vllm_mode, vllm_server_url=args.vllm_server_url, device=args.device, save_steps=args.save_steps,

@@ -176,7 +176,8 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
         loss_type=config.loss_type,
         scale_rewards=config.scale_rewards,
         reward_weights=list(config.reward_weights.values()),
-        lr_scheduler_type="constant" if config.lr_scheduler == TIME_DECAY else config.lr_scheduler,  # the callback decays
+        # under linear-time the run callback sets the rate each step over a constant schedule
+        lr_scheduler_type="constant" if config.lr_scheduler == TIME_DECAY else config.lr_scheduler,
         warmup_steps=config.warmup_steps,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,

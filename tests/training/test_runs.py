@@ -14,7 +14,15 @@ import pytest
 from reflectrm.errors import ConfigError, InputError
 from reflectrm.training import jobs
 from reflectrm.training.grpo import TrainConfig, grpo_args
-from reflectrm.training.runs import RunFiles, last_checkpoint, list_checkpoints, pid_alive, process_start, read_jsonl, read_progress
+from reflectrm.training.runs import (
+    RunFiles,
+    last_checkpoint,
+    list_checkpoints,
+    pid_alive,
+    process_start,
+    read_jsonl,
+    read_progress,
+)
 
 
 def dead_pid() -> int:
@@ -137,7 +145,8 @@ def test_cancelling_a_run_whose_process_is_gone_marks_it_cancelled(tmp_path):
         pytest.param({"scale_rewards": "yes"}, "scale_rewards", id="scale"),
         pytest.param({"device": "tpu"}, "device must be", id="device"),
         pytest.param({"epochs": 0, "max_steps": -1}, "epochs must be > 0", id="no-length"),
-        pytest.param({"lr_scheduler": "linear-time"}, "decays over the time budget: set max_time_s", id="decay-no-budget"),
+        pytest.param({"lr_scheduler": "linear-time"}, "decays over the time budget: set max_time_s",
+                     id="decay-no-budget"),
     ],
 )
 def test_train_config_validation(change, message):
