@@ -1,33 +1,84 @@
 """Parse a judge's output into (analysis, choice, status). Never raises on model output.
 
-The expected format is ``<Analysis>...</Analysis>`` then ``<Result>Response 1 is better than
-Response 2</Result>`` (``Critique k ...`` for the reflection task). The parser copes with case,
-whitespace, markdown emphasis, a missing closing tag, the "Response 2 is better than Response 1"
-ordering, "worse than" statements and a bare "Response 2". A result that names both candidates as
-winners, or no valid candidate, is `INVALID_RESULT`: the model's output is data, and ambiguity is
-not resolved by guessing.
+The judge is asked for ``<Analysis>...</Analysis>`` then ``<Result>Response 1 is better than
+Response 2</Result>`` (``Critique k`` for the reflection task). The parser reads a verdict only
+when the result is one statement of the grammar below; everything else is `INVALID_RESULT`. It
+never guesses: a negation ("is not better"), a tie ("equally good", "neither", "both"), a question,
+a second sentence or an explanation after the verdict is outside the grammar, so it is invalid
+rather than read as the opposite verdict.
+
+Grammar (matched against the whole block, after normalisation)::
+
+    normalise   lower-case; drop markdown emphasis and quotes (* _ ` # " '); collapse whitespace;
+                strip; drop trailing "." and "!"
+    statement   := [lead " "] verdict
+    lead        := ("so" | "thus" | "therefore" | "hence" | "in conclusion" | "in summary" | "verdict"
+                   | "final verdict" | "result" | "answer") [":" | ","]
+    verdict     := comparison                                  -> ok (repaired after a lead)
+                 | ref " is " [adverb " "] "better"            -> repaired ("Response 1 is better.")
+                 | ref " is the better" [" one" | " " noun]    -> repaired
+                 | "the better " (noun | "one") " is " ref     -> repaired ("The better response is Response 2")
+                 | ref | digit                                 -> repaired ("**Response 2**", "2")
+    comparison  := ref " " ("is" | "was") " " [adverb " "] ("better" | "worse") " than " ref
+                   with the two refs naming 1 and 2 once each; "worse" names the other one
+    ref         := noun [" "] digit          (no letter or digit of any script right after it)
+    noun        := "response" (response task) | "critique" (reflection task); the other task's noun is invalid
+    digit       := "1" | "2"                 (ASCII only: fullwidth or Arabic-Indic digits are invalid)
+    adverb      := slightly | somewhat | much | far | clearly | significantly | marginally | overall
+                 | definitely | probably | likely | arguably | generally
+
+A hedge ("probably better") keeps the verdict's direction, so it is read; any other word between
+"is" and "better" ("not", "no", "never") is not. Several ``<Result>`` blocks must each be in the
+grammar and agree (repaired); one invalid or disagreeing block makes the whole output invalid.
+Without any ``<Result>`` tag, one statement of the grammar standing alone after ``</Analysis>`` is
+read (repaired); untagged prose with no analysis tags is an analysis, not a verdict.
+
+Status: `OK` for a comparison in one closed ``<Result>`` after a closed analysis; `REPAIRED` for
+any other accepted form or a missing tag; `NO_RESULT`, `INVALID_RESULT`, `EMPTY` otherwise. Every
+regular expression here is bounded and anchored, and tags are found in one pass, so parsing is
+linear in the length of the output, hostile output included.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
 from reflectrm.core.prompts import Task
 from reflectrm.core.types import Choice, ParseStatus
 
-_ANALYSIS_OPEN = re.compile(r"<\s*analysis\s*>", re.IGNORECASE)
-_ANALYSIS_CLOSE = re.compile(r"<\s*/\s*analysis\s*>", re.IGNORECASE)
-_RESULT_OPEN = re.compile(r"<\s*result\s*>", re.IGNORECASE)
-_RESULT_CLOSE = re.compile(r"<\s*/\s*result\s*>", re.IGNORECASE)
+_ANALYSIS_OPEN = re.compile(r"<\s{0,8}analysis\s{0,8}>", re.IGNORECASE)
+_ANALYSIS_CLOSE = re.compile(r"<\s{0,8}/\s{0,8}analysis\s{0,8}>", re.IGNORECASE)
+_RESULT_OPEN = re.compile(r"<\s{0,8}result\s{0,8}>", re.IGNORECASE)
+_RESULT_CLOSE = re.compile(r"<\s{0,8}/\s{0,8}result\s{0,8}>", re.IGNORECASE)
 _EMPHASIS = re.compile(r"[*_`#\"']")
 _SPACES = re.compile(r"\s+")
-# "response 1 is better than response 2", "response 2 is slightly better than response 1",
-# "response 1 is worse than response 2". Bounded gaps keep matching linear on hostile input.
-_COMPARISON = r"{noun}\s?#?([0-9]+)\s(?:is|was)?\s?(?:\w+\s){{0,2}}?(better|worse)\s(?:than|to)\s{noun}\s?#?([0-9]+)"
-_BARE = r"^(?:{noun}\s?#?)?([0-9]+)\.?$"
-# Prefix words that turn a statement into its negation ("not Response 1 is better ...") are not
-# handled: a judge trained on this format does not write them, and INVALID is safer than a guess.
+
+ADVERBS = ("slightly", "somewhat", "much", "far", "clearly", "significantly", "marginally", "overall",
+           "definitely", "probably", "likely", "arguably", "generally")
+"""Words allowed between "is" and "better"/"worse": they grade or hedge a verdict, never reverse it."""
+
+LEADS = ("so", "thus", "therefore", "hence", "in conclusion", "in summary", "verdict", "final verdict", "result",
+         "answer")
+"""Words allowed before a verdict ("Therefore, Response 2 is better than Response 1")."""
+
+_LEAD = rf"(?:(?:{'|'.join(LEADS)})[:,]? )"
+_ADVERB = rf"(?:(?:{'|'.join(ADVERBS)}) )"
+
+
+def _grammar(noun: str) -> dict[str, re.Pattern[str]]:
+    ref = rf"{noun} ?([0-9])(?![0-9\w])"
+    return {
+        "comparison": re.compile(rf"{ref} (?:is|was) {_ADVERB}?(better|worse) than {noun} ?([0-9])(?![0-9\w])"),
+        "better-alone": re.compile(rf"{ref} is (?:{_ADVERB}?better|the better(?: one| {noun})?)"),
+        "better-is": re.compile(rf"the better (?:{noun}|one) is {ref}"),
+        "bare": re.compile(rf"(?:{noun} ?)?([0-9])(?![0-9\w])"),
+    }
+
+
+_GRAMMARS = {task: _grammar(task.noun.lower()) for task in Task}
+_LEAD_RE = re.compile(_LEAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,34 +96,37 @@ class ParsedOutput:
     status: ParseStatus
 
 
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    choice: Choice
+    canonical: bool  # the comparison form with no lead: what the format asks for
+
+
 def _normalise(text: str) -> str:
-    return _SPACES.sub(" ", _EMPHASIS.sub("", text)).strip().lower()
+    # rstrip, not a "[.!]+$" regex: that one rescans a long run of dots from every position
+    return _SPACES.sub(" ", _EMPHASIS.sub("", text)).strip().lower().rstrip(".! ")
 
 
-def _choices_in(statement: str, noun: str) -> list[int]:
-    """Every winner the statement declares, in order; 0 for a malformed comparison."""
-    winners = []
-    for m in re.finditer(_COMPARISON.format(noun=noun), statement):
+def read_statement(statement: str, *, task: Task = Task.RESPONSE) -> tuple[Choice | None, bool]:
+    """(choice, canonical) of one result statement under the grammar; (None, False) outside it."""
+    verdict = _read(statement, task)
+    return (None, False) if verdict is None else (verdict.choice, verdict.canonical)
+
+
+def _read(statement: str, task: Task) -> _Verdict | None:
+    s = _normalise(statement)
+    lead = _LEAD_RE.match(s)
+    body = s[lead.end() :] if lead else s
+    grammar = _GRAMMARS[task]
+    if m := grammar["comparison"].fullmatch(body):
         a, word, b = int(m.group(1)), m.group(2), int(m.group(3))
         if {a, b} != {1, 2}:
-            winners.append(0)
-        else:
-            winners.append(a if word == "better" else b)
-    return winners
-
-
-def _choice_from_statement(statement: str, noun: str) -> tuple[Choice | None, bool]:
-    """(choice, repaired) from a result statement; (None, False) when invalid."""
-    s = _normalise(statement)
-    winners = _choices_in(s, noun)
-    if winners:
-        if 0 in winners or len(set(winners)) != 1:
-            return None, False
-        return winners[0], False  # type: ignore[return-value]
-    bare = re.match(_BARE.format(noun=noun), s)
-    if bare and bare.group(1) in ("1", "2"):
-        return int(bare.group(1)), True  # type: ignore[return-value]
-    return None, False
+            return None
+        return _Verdict(a if word == "better" else b, canonical=lead is None)  # type: ignore[arg-type]
+    for form in ("better-alone", "better-is", "bare"):
+        if (m := grammar[form].fullmatch(body)) and m.group(1) in ("1", "2"):
+            return _Verdict(int(m.group(1)), canonical=False)  # type: ignore[arg-type]
+    return None
 
 
 def _split_analysis(text: str) -> tuple[str, str, bool]:
@@ -90,31 +144,36 @@ def _split_analysis(text: str) -> tuple[str, str, bool]:
     return text[body_from:end].strip(), text[end:], True
 
 
+def _result_blocks(text: str) -> list[tuple[str, bool]]:
+    """(statement, closed) of every <Result> block, in one pass over the tags (linear on any input).
+
+    A block ends at its closing tag, else at the next <Result>, else at the end of the text.
+    """
+    opens = list(_RESULT_OPEN.finditer(text))
+    closes = [m.start() for m in _RESULT_CLOSE.finditer(text)]
+    blocks = []
+    for k, m in enumerate(opens):
+        nxt = opens[k + 1].start() if k + 1 < len(opens) else len(text)
+        i = bisect.bisect_left(closes, m.end())
+        closed = i < len(closes) and closes[i] < nxt
+        blocks.append((text[m.end() : closes[i] if closed else nxt], closed))
+    return blocks
+
+
 def parse_output(text: str, *, task: Task = Task.RESPONSE) -> ParsedOutput:
     """Parse one model output for `task`. Never raises on any string."""
     if not isinstance(text, str) or not text.strip():
         return ParsedOutput("", None, ParseStatus.EMPTY)
-    noun = task.noun.lower()
     analysis, rest, repaired = _split_analysis(text)
-    results = list(_RESULT_OPEN.finditer(text))
-    if not results:
-        # No <Result> tag: accept one unambiguous statement written after a closed analysis.
-        choice, _ = _choice_from_statement(rest, noun) if rest.strip() else (None, False)
-        if choice is None:
+    blocks = _result_blocks(text)
+    if not blocks:
+        # No <Result> tag: accept one statement of the grammar standing alone after a closed analysis.
+        verdict = _read(rest, task) if rest.strip() else None
+        if verdict is None:
             return ParsedOutput(analysis, None, ParseStatus.NO_RESULT)
-        return ParsedOutput(analysis, choice, ParseStatus.REPAIRED)
-    choices = set()
-    for m in results:
-        close = _RESULT_CLOSE.search(text, m.end())
-        nxt = _RESULT_OPEN.search(text, m.end())
-        end = close.start() if close and (nxt is None or close.start() < nxt.start()) else (
-            nxt.start() if nxt else len(text)
-        )
-        repaired = repaired or close is None
-        choice, bare = _choice_from_statement(text[m.end() : end], noun)
-        repaired = repaired or bare
-        choices.add(choice)
-    if None in choices or len(choices) != 1:
+        return ParsedOutput(analysis, verdict.choice, ParseStatus.REPAIRED)
+    verdicts = [v for statement, _ in blocks if (v := _read(statement, task)) is not None]
+    if len(verdicts) != len(blocks) or len({v.choice for v in verdicts}) != 1:
         return ParsedOutput(analysis, None, ParseStatus.INVALID_RESULT)
-    status = ParseStatus.REPAIRED if repaired or len(results) > 1 else ParseStatus.OK
-    return ParsedOutput(analysis, choices.pop(), status)
+    exact = not repaired and len(blocks) == 1 and blocks[0][1] and verdicts[0].canonical
+    return ParsedOutput(analysis, verdicts[0].choice, ParseStatus.OK if exact else ParseStatus.REPAIRED)

@@ -74,18 +74,6 @@ def test_parse_response_task(text, choice, status, analysis):
     assert out.status.parseable == (out.choice is not None)
 
 
-@pytest.mark.parametrize(
-    ("text", "choice"),
-    [
-        ("<Analysis>b</Analysis><Result>Critique 2 is better than Critique 1</Result>", 2),
-        ("<Analysis>b</Analysis><Result>critique 1 is better than critique 2</Result>", 1),
-        ("<Analysis>b</Analysis><Result>Response 1 is better than Response 2</Result>", None),
-    ],
-)
-def test_parse_analysis_task(text, choice):
-    assert parse_output(text, task=Task.ANALYSIS).choice == choice
-
-
 def test_parser_survives_random_garbage():
     import random
 

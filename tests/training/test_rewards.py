@@ -75,3 +75,25 @@ def test_reward_weights_keep_accuracy_and_drop_zero_weights():
     assert reward_weights() == {"accuracy": 1.0}
     assert reward_weights(format=0.0, arithmetic=0.5) == {"accuracy": 1.0, "arithmetic": 0.5}
     assert set(reward_weights(format=0.2, arithmetic=1.0)) <= set(REWARDS)
+
+
+# (statement, the candidate a parser that skips the negation would read): the statement means the other one
+INVERTIBLE = [
+    pytest.param("Response 2 is not better than Response 1", 2, "response", id="not-better"),
+    pytest.param("Response 1 is not better than Response 2", 1, "response", id="not-better-1"),
+    pytest.param("Response 2 isn't better than Response 1", 2, "response", id="isnt-better"),
+    pytest.param("Response 1 is not worse than Response 2", 2, "response", id="not-worse"),
+    pytest.param("Response 2 is no better than Response 1", 2, "response", id="no-better"),
+    pytest.param("Response 1 is probably not better than Response 2", 1, "response", id="hedged-not"),
+    pytest.param("Critique 2 is not better than Critique 1", 2, "analysis", id="critique-not-better"),
+    pytest.param("Critique 1 isn't worse than Critique 2", 2, "analysis", id="critique-isnt-worse"),
+]
+
+
+@pytest.mark.parametrize(("statement", "inverted", "task"), INVERTIBLE)
+def test_accuracy_never_pays_for_an_inverted_verdict(statement, inverted, task):
+    """A negated verdict is invalid: it earns 0 whichever label the row carries (neither reading is paid)."""
+    completion = f"<Analysis>a</Analysis><Result>{statement}</Result>"
+    assert accuracy_reward(completions=[completion], label=[inverted], task=[task]) == [0.0]  # the inverted reading
+    assert accuracy_reward(completions=[completion], label=[3 - inverted], task=[task]) == [0.0]  # never guessed
+    assert format_reward(completions=[completion], task=[task]) == [0.0]

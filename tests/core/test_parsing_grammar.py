@@ -1,0 +1,183 @@
+"""The verdict grammar (reflectrm/core/parsing.py docstring), pinned by statements as judges write them.
+
+Each case is one judge output; the expected choice is what the statement says, or None (INVALID)
+when the statement is outside the grammar. The trap every negation case covers: a parser that
+skips words between "is" and "better" reads "Response 1 is not better than Response 2" as 1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from reflectrm.core.parsing import ADVERBS, parse_output
+from reflectrm.core.prompts import Task
+from reflectrm.core.types import ParseStatus
+
+OK, REP, BAD = ParseStatus.OK, ParseStatus.REPAIRED, ParseStatus.INVALID_RESULT
+R, C = Task.RESPONSE, Task.ANALYSIS
+
+
+def res(statement: str) -> str:
+    """A well-formed output whose <Result> block holds `statement`."""
+    return f"<Analysis>I compared both.</Analysis>\n<Result>{statement}</Result>"
+
+
+def case(statement: str, choice: int | None, status: ParseStatus, *, task: Task = R, id: str, raw: bool = False):
+    return pytest.param(statement if raw else res(statement), task, choice, status, id=id)
+
+
+STATEMENTS = [
+    # --- the canonical comparison, in both orders and with "worse" (trap: "worse" names the other one)
+    case("Response 1 is better than Response 2", 1, OK, id="canonical-1"),
+    case("Response 2 is better than Response 1", 2, OK, id="canonical-2"),
+    case("Response 1 is worse than Response 2", 2, OK, id="worse-1"),
+    case("Response 2 is worse than Response 1", 1, OK, id="worse-2"),
+    case("Response 2 is better than Response 1.", 2, OK, id="trailing-period"),
+    case("Response 1 was better than Response 2", 1, OK, id="past-tense"),
+    case("RESPONSE 2 IS BETTER THAN RESPONSE 1", 2, OK, id="upper-case"),
+    # --- negations: never the opposite verdict, never any verdict
+    case("Response 1 is not better than Response 2", None, BAD, id="not-better-1"),
+    case("Response 2 is not better than Response 1", None, BAD, id="not-better-2"),
+    case("Response 2 isn't better than Response 1", None, BAD, id="isnt-better"),
+    case("Response 2 isn’t better than Response 1", None, BAD, id="isnt-curly-apostrophe"),
+    case("Response 1 is not worse than Response 2", None, BAD, id="not-worse"),  # means 1 >= 2: a tie is allowed
+    case("Response 1 is no better than Response 2", None, BAD, id="no-better"),
+    case("Response 2 is never better than Response 1", None, BAD, id="never-better"),
+    case("Response 1 is hardly better than Response 2", None, BAD, id="hardly-better"),
+    case("Response 1 is probably not better than Response 2", None, BAD, id="hedged-negation"),
+    case("It is not the case that Response 1 is better than Response 2", None, BAD, id="negated-clause"),
+    case("Not Response 1 is better than Response 2", None, BAD, id="leading-not"),
+    case("Response 1 is not better", None, BAD, id="not-better-alone"),
+    case("Response 2 is not the better response", None, BAD, id="not-the-better"),
+    case("The better response is not Response 2", None, BAD, id="better-is-not"),
+    # --- ties and refusals
+    case("Neither response is better.", None, BAD, id="neither"),
+    case("Both responses are equally good.", None, BAD, id="both-equally-good"),
+    case("Response 1 and Response 2 are equally good", None, BAD, id="equally-good"),
+    case("Response 1 is as good as Response 2", None, BAD, id="as-good-as"),
+    case("Response 1 is equally good as Response 2", None, BAD, id="equally-good-as"),
+    case("Both", None, BAD, id="both"),
+    case("Tie", None, BAD, id="tie"),
+    case("I cannot decide.", None, BAD, id="cannot-decide"),
+    # --- hedges and grades keep the direction
+    case("Response 2 is probably better than Response 1", 2, OK, id="probably"),
+    case("Response 1 is likely better than Response 2", 1, OK, id="likely"),
+    case("Response 2 is slightly better than Response 1", 2, OK, id="slightly"),
+    case("Response 1 is much worse than Response 2", 2, OK, id="much-worse"),
+    case("Response 1 is arguably slightly better than Response 2", None, BAD, id="two-adverbs"),
+    case("Response 1 might be better than Response 2", None, BAD, id="might-be"),
+    case("I think Response 1 is better than Response 2", None, BAD, id="i-think"),
+    # --- short forms that say one thing (accepted, repaired)
+    case("Response 1 is better.", 1, REP, id="better-alone-1"),
+    case("Response 2 is better", 2, REP, id="better-alone-2"),
+    case("Response 2 is clearly better.", 2, REP, id="adverb-better-alone"),
+    case("Response 2 is the better one.", 2, REP, id="the-better-one"),
+    case("Response 1 is the better response", 1, REP, id="the-better-response"),
+    case("The better response is Response 2", 2, REP, id="the-better-response-is"),
+    case("The better response is Response 2.", 2, REP, id="the-better-response-is-period"),
+    case("The better one is Response 1", 1, REP, id="the-better-one-is"),
+    case("The better response is Response 3", None, BAD, id="the-better-is-no-such"),
+    case("Response 1 is worse.", None, BAD, id="worse-alone"),  # outside the grammar: not inferred
+    case("The worse response is Response 1", None, BAD, id="the-worse-is"),
+    case("Response 2", 2, REP, id="bare"),
+    case("2", 2, REP, id="bare-digit"),
+    # --- markdown and leads
+    case("**Response 2**", 2, REP, id="bold-bare"),
+    case("`Response 1`", 1, REP, id="code-bare"),
+    case("**Response 1** is better than **Response 2**.", 1, OK, id="bold-comparison"),
+    case("Response 2 is **much** better than Response 1", 2, OK, id="bold-adverb"),
+    case("Therefore, Response 2 is better than Response 1.", 2, REP, id="lead-therefore"),
+    case("Final verdict: Response 1 is better than Response 2", 1, REP, id="lead-final-verdict"),
+    case("Verdict: **Response 2**", 2, REP, id="lead-bare"),
+    # --- numbers: only ASCII 1 and 2, never a digit read out of a longer token
+    case("Response ２ is better than Response １", None, BAD, id="fullwidth"),
+    case("Response ٢ is better than Response ١", None, BAD, id="arabic-indic"),
+    case("Response २", None, BAD, id="devanagari-bare"),
+    case("Response 1٢ is better than Response 2", None, BAD, id="mixed-script-number"),
+    case("Response 12 is better than Response 2", None, BAD, id="multi-digit"),
+    case("Response 2nd is better", None, BAD, id="ordinal"),
+    case("Response ² is better than Response ¹", None, BAD, id="superscript"),
+    case("Response 3 is better than Response 1", None, BAD, id="no-such-candidate"),
+    case("Response 1 is better than Response 1", None, BAD, id="self-comparison"),
+    case("Response A is better than Response B", None, BAD, id="letters"),
+    # --- anything after or around the verdict
+    case("Response 1 is better than Response 2 because it is correct.", None, BAD, id="explanation"),
+    case("Response 1 is better than Response 2. Response 2 is worse than Response 1.", None, BAD, id="two-sentences"),
+    case("Response 1 is better than Response 2?", None, BAD, id="question"),
+    case("Response 1 is better than Response 2? No.", None, BAD, id="question-answered"),
+    case("Response 1 is superior to Response 2", None, BAD, id="superior-to"),
+    case("Response 1 > Response 2", None, BAD, id="symbol"),
+    # --- several <Result> blocks
+    case(res("Response 1 is better than Response 2") + "<Result>Response 2 is worse than Response 1</Result>",
+         1, REP, raw=True, id="two-results-agree"),
+    case(res("Response 1 is better than Response 2") + "<Result>Response 2 is better than Response 1</Result>",
+         None, BAD, raw=True, id="two-results-disagree"),
+    case(res("Response 2 is better than Response 1") + "<Result>Response 2 is not better than Response 1</Result>",
+         None, BAD, raw=True, id="second-result-negated"),
+    case(res("Response 2") + "<Result>Response 2</Result><Result>The better response is Response 2",
+         2, REP, raw=True, id="three-results-last-unclosed"),
+    # --- the reflection task names critiques
+    case("Critique 2 is better than Critique 1", 2, OK, task=C, id="critique-canonical"),
+    case("Critique 1 is worse than Critique 2", 2, OK, task=C, id="critique-worse"),
+    case("Critique 1 is not better than Critique 2", None, BAD, task=C, id="critique-negated"),
+    case("The better critique is Critique 1", 1, REP, task=C, id="critique-better-is"),
+    case("**Critique 2**", 2, REP, task=C, id="critique-bold-bare"),
+    case("Response 1 is better than Response 2", None, BAD, task=C, id="response-noun-on-reflection"),
+    case("The better response is Response 1", None, BAD, task=C, id="response-better-is-on-reflection"),
+    case("Critique 1 is better than Critique 2", None, BAD, task=R, id="critique-noun-on-response"),
+    # --- no <Result> tag: one statement alone after the analysis
+    case("<Analysis>a</Analysis>\nThe better response is Response 2.", 2, REP, raw=True, id="untagged-better-is"),
+    case("<Analysis>a</Analysis>\nResponse 1 is not better than Response 2.", None, ParseStatus.NO_RESULT, raw=True,
+         id="untagged-negated"),
+]
+
+
+@pytest.mark.parametrize(("text", "task", "choice", "status"), STATEMENTS)
+def test_statement_table(text, task, choice, status):
+    out = parse_output(text, task=task)
+    assert (out.choice, out.status) == (choice, status)
+
+
+def test_table_is_large_enough():
+    assert len(STATEMENTS) >= 60
+
+
+NEGATORS = ("not", "no", "never", "hardly", "not really", "not at all", "in no way")
+
+
+@pytest.mark.parametrize("negator", NEGATORS)
+@pytest.mark.parametrize("comparative", ["better", "worse"])
+@pytest.mark.parametrize("task", [R, C])
+def test_no_negated_comparison_is_ever_read(negator, comparative, task):
+    """Every comparison the grammar accepts, negated after "is" (with or without an adverb), is invalid."""
+    noun = task.noun
+    for a, b in ((1, 2), (2, 1)):
+        for adverb in ("", *(f"{w} " for w in ADVERBS)):
+            for text in (f"{noun} {a} is {negator} {adverb}{comparative} than {noun} {b}",
+                         f"{noun} {a} is {adverb}{negator} {comparative} than {noun} {b}"):
+                assert parse_output(res(text), task=task).choice is None, text
+
+
+HOSTILE = {
+    "result-tags": "<Result>" * (1 << 17),
+    "unclosed-tags-with-spaces": "<Result      " * (1 << 17),
+    "analysis-tags": "<Analysis></Result>" * (1 << 16),
+    "statements": "<Result>" + "Response 1 is " * (1 << 17),
+    "dots": "<Result>Response 1 is better than Response 2" + "." * (1 << 20) + "x</Result>",
+    "spaces": "<Analysis>a</Analysis>" + " " * (1 << 20) + "Response 1",
+    "digits": "<Result>Response " + "1" * (1 << 20),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_megabyte_parses_in_linear_time(name):
+    """1 MB of adversarial input parses at the speed of a pass over it (a quadratic parser takes hours)."""
+    text = HOSTILE[name]
+    assert len(text) >= 1 << 20
+    start = time.perf_counter()
+    out = parse_output(text)
+    elapsed = time.perf_counter() - start
+    assert out.choice in (None, 1, 2)
+    assert elapsed < 5.0, f"{name}: {elapsed:.1f} s for {len(text)} characters"
