@@ -8,10 +8,15 @@ From the rollouts on labelled pairs: items every sample gets right are dropped (
 remaining item gives a preference example (the response-preference prompt, Eq. 2, and the pair's
 label); every mixed-outcome item gives exactly one reflection pair (the analyses of one correct and
 one incorrect sample in seeded random order, Eq. 3, labelled with the correct one's position). The
-two kinds are mixed at `DataConfig.mix` (paper: 4:1). Examples from elsewhere (the store's
-human-correction-derived examples, as exported rows) join after the mix, deduplicated with
-priority over generated ones. A set that shares a conversation with the chosen evaluation set is
-refused.
+examples are built and rendered by `reflectrm.training.recipe`, the same recipe the store uses for
+corrections. The two kinds are mixed at `DataConfig.mix` (paper: 4:1). Examples from elsewhere (the
+store's human-correction-derived examples, as exported rows) are deduplicated with priority over
+generated ones. A set that shares a conversation with the chosen evaluation set is refused.
+
+Three choices the paper leaves open are `DataConfig` fields, and `BuildReport` counts each:
+`subsample` (which kind may be cut to reach the mix; the paper cut reflection pairs, 13,692 :
+3,420), `extra_in_mix` (whether rows from elsewhere count toward the ratio) and
+`unparseable_is_incorrect` (whether an unparseable sample can be the incorrect side of a pair).
 
 Rows are TRL's conversational prompt format: `prompt` (a list of {role, content}), `label` (1 or 2)
 and `task` ("response" / "analysis"), which `reflectrm.training.rewards` reads, plus `origin` and
@@ -30,14 +35,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task, format_critique, reflection_prompt, response_prompt
-from reflectrm.core.types import ChatMessage, Choice, Judgment, PreferencePair, Rollout, messages_to_dicts
+from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task, response_prompt
+from reflectrm.core.types import ChatMessage, Judgment, PreferencePair, Rollout
 from reflectrm.errors import ConfigError, InputError, require
+from reflectrm.training import recipe
+from reflectrm.training.recipe import ROW_FIELDS, Analysis, Rendering, TrainingExample, rows_hash
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_MANIFEST = "snapshot.json"
-ROW_FIELDS = ("prompt", "label", "task", "origin", "pair_id")
+SUBSAMPLE = ("reflection", "either")
+__all__ = ["ROW_FIELDS", "TrainingExample", "rows_hash"]  # re-exported from the recipe (old import paths)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +60,17 @@ class DataConfig:
     keep_all_wrong: bool = True  # all-wrong items give preference examples (the paper only drops all-correct)
     critique_includes_verdict: bool = False  # show each critique's verdict (Eq. 3 lists analyses only)
     control_suffix: str = DEFAULT_CONTROL_SUFFIX  # as in JudgeConfig: the prompts the judge is used with
+    # Which kind is cut to reach `mix` (paper: reflection pairs, 13,692 : 3,420). "reflection": only reflection
+    # pairs are subsampled; when they are scarce every preference example is kept and the ratio falls short.
+    # "either": the kind that is plentiful relative to the ratio is cut, preference examples included.
+    subsample: str = "reflection"
+    # Rows from elsewhere (`extra`, e.g. the store's corrections) count toward the ratio: generated examples of
+    # each kind are cut so that generated + extra reach `mix`. False: extra rows are added after the mix (the
+    # ratio holds among generated examples; the report gives the final counts).
+    extra_in_mix: bool = False
+    # An unparseable sample with an analysis may be the incorrect side of a reflection pair. False (default):
+    # incorrect means a parseable wrong verdict, so an item with only right and unparseable samples gives none.
+    unparseable_is_incorrect: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or self.n < 2:
@@ -64,38 +83,16 @@ class DataConfig:
         if len(mix) != 2 or any(not isinstance(x, int) or x < 0 for x in mix) or mix == (0, 0):
             raise ConfigError(f"mix must be two integers >= 0, not both 0 (paper: (4, 1)), got {self.mix!r}")
         object.__setattr__(self, "mix", mix)
+        if self.subsample not in SUBSAMPLE:
+            raise ConfigError(f"subsample must be one of {', '.join(SUBSAMPLE)} (paper: reflection), "
+                              f"got {self.subsample!r}")
+
+    @property
+    def rendering(self) -> Rendering:
+        return Rendering(control_suffix=self.control_suffix, critique_includes_verdict=self.critique_includes_verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "mix": list(self.mix)}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainingExample:
-    """One GRPO prompt with the verdict the reward checks.
-
-    Attributes:
-        prompt: the chat prompt (one user turn for either task).
-        label: the candidate the reward expects (1 or 2).
-        task: response preference (Eq. 2) or analysis preference (Eq. 3).
-        origin: "preference", "reflection", or the name given to rows from elsewhere ("corrections").
-        pair_id: the pair it was built from ("" when unknown).
-    """
-
-    prompt: tuple[ChatMessage, ...]
-    label: Choice
-    task: Task
-    origin: str
-    pair_id: str = ""
-
-    @property
-    def key(self) -> str:
-        """Identity for deduplication: the task and the prompt's content (not the label)."""
-        payload = json.dumps([self.task.value, messages_to_dicts(self.prompt)], ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
-
-    def to_row(self) -> dict[str, Any]:
-        return {"prompt": messages_to_dicts(self.prompt), "label": self.label, "task": self.task.value,
-                "origin": self.origin, "pair_id": self.pair_id}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,14 +101,19 @@ class BuildReport:
 
     items: int = 0  # judged pairs with a label
     easy_dropped: int = 0  # all N samples right
-    mixed: int = 0  # at least one right and one parseable wrong sample
+    mixed: int = 0  # at least one right and one wrong sample (wrong: parseable, or any if unparseable_is_incorrect)
+    right_or_unparseable: int = 0  # some right, none wrong, some unparseable: no pair unless unparseable_is_incorrect
     all_wrong: int = 0  # no sample right
     no_distinct_analyses: int = 0  # mixed, but every wrong sample wrote a right sample's analysis
     preference_pool: int = 0
     reflection_pool: int = 0
     preference: int = 0  # kept after mixing
     reflection: int = 0
+    preference_cut: int = 0  # dropped by subsampling to reach the mix
+    reflection_cut: int = 0
     extra: int = 0  # kept rows from elsewhere
+    extra_preference: int = 0
+    extra_reflection: int = 0
     duplicates_dropped: int = 0
     conflicts_dropped: int = 0  # same prompt, other label: the higher-priority example was kept
 
@@ -176,36 +178,19 @@ def _sampled(j: Judgment) -> list[Rollout]:
 
 def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingExample:
     """The response-preference example of a labelled pair (Eq. 2)."""
-    return TrainingExample(prompt=tuple(response_prompt(pair, control_suffix=config.control_suffix)),
-                           label=pair.label, task=Task.RESPONSE, origin="preference", pair_id=pair.id)
+    return recipe.preference_example(pair, label=pair.label, rendering=config.rendering)
 
 
 def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | None:
     """One correct against one incorrect analysis of `j`, in seeded random order (Eq. 3); None if none.
 
-    Incorrect means a parseable wrong verdict: an unparseable output has no verdict to be wrong about.
-    A wrong sample whose analysis text equals the chosen right one's is skipped (the pair would
-    contradict itself when critiques show the analysis only).
+    `reflectrm.training.recipe.derive_examples` with the pair's label as the verdict, no marks and one pair.
     """
-    rng = random.Random(_derive_seed(config.seed, j.pair.fingerprint(), "reflection"))
-    right = [r for r in _sampled(j) if r.prediction == j.pair.label]
-    wrong = [r for r in _sampled(j) if r.prediction is not None and r.prediction != j.pair.label]
-    if not right or not wrong:
-        return None
-    cor = rng.choice(right)
-    wrong = [r for r in wrong if _shown(r, config) != _shown(cor, config)]
-    if not wrong:
-        return None
-    inc = rng.choice(wrong)
-    first, second = (cor, inc) if rng.random() < 0.5 else (inc, cor)
-    prompt = reflection_prompt(j.pair, _shown(first, config), _shown(second, config),
-                               control_suffix=config.control_suffix)
-    return TrainingExample(prompt=tuple(prompt), label=1 if first is cor else 2, task=Task.ANALYSIS,
-                           origin="reflection", pair_id=j.pair.id)
-
-
-def _shown(r: Rollout, config: DataConfig) -> str:
-    return format_critique(r.analysis, r.prediction, include_verdict=config.critique_includes_verdict)
+    derived = recipe.derive_examples(
+        j.pair, [Analysis(r.index, r.analysis, r.prediction) for r in _sampled(j)], verdict=j.pair.label,
+        max_pairs=1, seed=_derive_seed(config.seed, j.pair.fingerprint(), "reflection"), rendering=config.rendering,
+        unparseable_is_wrong=config.unparseable_is_incorrect)
+    return derived.reflection[0][1] if derived.reflection else None
 
 
 def _derive_seed(seed: int, key: str, purpose: str) -> int:
@@ -218,13 +203,15 @@ def examples_from_rollouts(
 ) -> tuple[list[TrainingExample], list[TrainingExample], BuildReport]:
     """(preference pool, reflection pool, counts): the easy-item filter and one reflection per mixed item."""
     pref, refl = [], []
-    counts = dict.fromkeys(("items", "easy_dropped", "mixed", "all_wrong", "no_distinct_analyses"), 0)
+    counts = dict.fromkeys(("items", "easy_dropped", "mixed", "all_wrong", "no_distinct_analyses",
+                            "right_or_unparseable"), 0)
     for j in judgments:
         if j.pair.label is None:
             raise InputError(f"pair {j.pair.id!r} has no label: training data needs labelled pairs")
         samples = _sampled(j)
         right = sum(r.prediction == j.pair.label for r in samples)
-        wrong = sum(r.prediction is not None and r.prediction != j.pair.label for r in samples)
+        unparseable = sum(r.prediction is None for r in samples)
+        wrong = len(samples) - right - (0 if config.unparseable_is_incorrect else unparseable)
         counts["items"] += 1
         if samples and right == len(samples):
             counts["easy_dropped"] += 1
@@ -233,6 +220,7 @@ def examples_from_rollouts(
         if right == 0 and not config.keep_all_wrong:
             continue
         pref.append(preference_example(j.pair, config=config))
+        counts["right_or_unparseable"] += bool(right and not wrong and unparseable)
         if right and wrong:
             counts["mixed"] += 1
             example = reflection_example(j, config=config)
@@ -244,20 +232,24 @@ def examples_from_rollouts(
     return pref, refl, report
 
 
-def mix_counts(preference: int, reflection: int, mix: tuple[int, int]) -> tuple[int, int]:
-    """How many of each kind to keep for the ratio `mix`: all of the scarcer kind, the other subsampled.
+def mix_counts(preference: int, reflection: int, mix: tuple[int, int], *,
+               subsample: str = "reflection") -> tuple[int, int]:
+    """How many of each kind to keep for the ratio `mix` (`DataConfig.subsample` says which kind may be cut).
 
-    The scarcer kind (relative to the ratio) is kept whole and the other is cut to the nearest
-    whole number that makes the ratio: plentiful reflection pairs are subsampled, as the paper's
-    13,692 : 3,420 suggests; when reflection pairs are scarce, preference examples are.
+    The kind that is plentiful relative to the ratio is cut to the nearest whole number that makes
+    the ratio. Under "reflection" only reflection pairs are ever cut (the paper's 13,692 : 3,420):
+    when they are scarce, every preference example is kept and the ratio falls short. Under
+    "either", scarce reflection pairs cut the preference examples instead.
     """
     p_part, r_part = mix
-    if r_part == 0:
+    if r_part == 0:  # (1, 0), (0, 1): one kind only, whatever `subsample` says
         return preference, 0
     if p_part == 0:
         return 0, reflection
     if reflection * p_part >= preference * r_part:  # reflection pairs are plentiful
         return preference, min(reflection, (2 * preference * r_part + p_part) // (2 * p_part))
+    if subsample == "reflection":
+        return preference, reflection
     return min(preference, (2 * reflection * p_part + r_part) // (2 * r_part)), reflection
 
 
@@ -271,17 +263,32 @@ def build_training_set(
     """Filter, mix (`config.mix`), add `extra`, deduplicate, refuse eval overlap, and shuffle (seeded)."""
     pref, refl, report = examples_from_rollouts(judgments, config=config)
     rng = random.Random(_derive_seed(config.seed, "mix", "subsample"))
-    keep_p, keep_r = mix_counts(len(pref), len(refl), config.mix)
+    keep_p, keep_r = _kept_generated(len(pref), len(refl), extra, config)
     generated = _sample(pref, keep_p, rng) + _sample(refl, keep_r, rng)
     kept, duplicates, conflicts = deduplicate([*extra, *generated])
     check_no_overlap(kept, eval_pairs)
     rng.shuffle(kept)
     ours = {id(e) for e in generated}
     kinds = [e.task for e in kept if id(e) in ours]
+    extra_kinds = [e.task for e in kept if id(e) not in ours]
     report = BuildReport(**{**asdict(report), "preference": kinds.count(Task.RESPONSE),
-                            "reflection": kinds.count(Task.ANALYSIS), "extra": len(kept) - len(kinds),
+                            "reflection": kinds.count(Task.ANALYSIS), "extra": len(extra_kinds),
+                            "preference_cut": len(pref) - keep_p, "reflection_cut": len(refl) - keep_r,
+                            "extra_preference": extra_kinds.count(Task.RESPONSE),
+                            "extra_reflection": extra_kinds.count(Task.ANALYSIS),
                             "duplicates_dropped": duplicates, "conflicts_dropped": conflicts})
     return TrainingSet(examples=tuple(kept), report=report, config=config)
+
+
+def _kept_generated(pref: int, refl: int, extra: Sequence[TrainingExample], config: DataConfig) -> tuple[int, int]:
+    """Generated examples of each kind to keep; with `extra_in_mix`, extra rows count toward the ratio."""
+    if not config.extra_in_mix:
+        return mix_counts(pref, refl, config.mix, subsample=config.subsample)
+    extra_p = sum(e.task is Task.RESPONSE for e in extra)
+    extra_r = len(extra) - extra_p
+    want_p, want_r = mix_counts(pref + extra_p, refl + extra_r, config.mix, subsample=config.subsample)
+    # extra rows (a person's corrections) are never cut: the generated ones make up the rest of the ratio
+    return min(pref, max(0, want_p - extra_p)), min(refl, max(0, want_r - extra_r))
 
 
 def _sample(examples: list[TrainingExample], k: int, rng: random.Random) -> list[TrainingExample]:
@@ -430,16 +437,6 @@ def _jsonl_rows(path: Path) -> Iterable[Mapping[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg}): fix or remove the line") from None
-
-
-def rows_hash(rows: Iterable[Mapping[str, Any]]) -> str:
-    """sha256 of the rows' canonical JSON, in order (order is part of a snapshot's content)."""
-    h = hashlib.sha256()
-    for row in rows:
-        h.update(json.dumps({k: row[k] for k in ROW_FIELDS}, ensure_ascii=False, sort_keys=True)
-                 .encode("utf-8", "surrogatepass"))
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

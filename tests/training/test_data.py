@@ -118,19 +118,22 @@ def test_unparseable_samples_are_not_wrong_analyses():
 
 
 @pytest.mark.parametrize(
-    ("pool", "mix", "kept"),
+    ("pool", "mix", "subsample", "kept"),
     [
-        pytest.param((12, 8), (4, 1), (12, 3), id="reflection-plentiful-subsampled"),
-        pytest.param((12, 2), (4, 1), (8, 2), id="reflection-scarce-preference-subsampled"),
-        pytest.param((7, 4), (4, 1), (7, 2), id="rounds-to-nearest-keeps-scarce-kind-whole"),
-        pytest.param((12, 8), (1, 0), (12, 0), id="preference-only"),
-        pytest.param((12, 8), (0, 1), (0, 8), id="reflection-only"),
-        pytest.param((0, 0), (4, 1), (0, 0), id="nothing"),
-        pytest.param((5, 5), (1, 1), (5, 5), id="one-to-one"),
+        pytest.param((12, 8), (4, 1), "reflection", (12, 3), id="reflection-plentiful-subsampled"),
+        pytest.param((12, 8), (4, 1), "either", (12, 3), id="reflection-plentiful-either"),
+        # trap: the default never drops preference examples to force the ratio (the paper cut reflection pairs)
+        pytest.param((12, 2), (4, 1), "reflection", (12, 2), id="reflection-scarce-ratio-falls-short"),
+        pytest.param((12, 2), (4, 1), "either", (8, 2), id="reflection-scarce-preference-subsampled"),
+        pytest.param((7, 4), (4, 1), "reflection", (7, 2), id="rounds-to-nearest-keeps-scarce-kind-whole"),
+        pytest.param((12, 8), (1, 0), "reflection", (12, 0), id="preference-only"),
+        pytest.param((12, 8), (0, 1), "reflection", (0, 8), id="reflection-only"),
+        pytest.param((0, 0), (4, 1), "reflection", (0, 0), id="nothing"),
+        pytest.param((5, 5), (1, 1), "either", (5, 5), id="one-to-one"),
     ],
 )
-def test_mix_counts(pool, mix, kept):
-    assert mix_counts(*pool, mix) == kept
+def test_mix_counts(pool, mix, subsample, kept):
+    assert mix_counts(*pool, mix, subsample=subsample) == kept
 
 
 def test_built_set_has_the_ratio_and_counts():
