@@ -17,6 +17,7 @@ import logging
 import math
 import re
 import secrets
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from reflectrm.training.runs import Checkpoint, RunFiles, RunProgress, list_chec
 
 log = logging.getLogger(__name__)
 
-DATA_FOLDER = "data"  # inside the runs folder: each snapshot exported once as a `datasets` folder
+DATA_FOLDER = "data"  # inside the runs folder: snapshots exported as `datasets` folders named by their rows' hash
 LOG_CHARS = 6000  # the end of a worker's log shown, and kept in the store when a run ends
 _DEMO_DEFAULTS = MappingProxyType({"learning_rate": 5e-5, "batch_size": 4, "num_generations": 4, "save_steps": 20})
 """Form defaults for the bundled demo judge (3.6 M parameters, on a CPU): small steps that finish in seconds.
@@ -201,11 +202,26 @@ class TrainingService:
         return snapshot
 
     def _snapshot_data(self, snapshot: SnapshotRecord) -> Path:
-        """The snapshot's training rows as a `datasets` folder (exported once; a snapshot never changes)."""
-        path = self.runs_dir / DATA_FOLDER / f"{slug(snapshot.name)}-{snapshot.content_hash[:12]}"
-        if not path.is_dir():  # the export writes a temporary folder and renames it: present means complete
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.store.export("training", fmt="hf", out=path, snapshot=snapshot.name)
+        """The snapshot's training rows as a `datasets` folder, named by the hash of the rows as exported now.
+
+        The rows are rendered afresh at every start and an existing folder is reused only when its rows
+        are the same: after a change to the prompt template a stale export is never trained on.
+        """
+        from reflectrm.training.data import snapshot_hash
+
+        folder = self.runs_dir / DATA_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        fresh = folder / f".{slug(snapshot.name)}-{secrets.token_hex(4)}.export"
+        self.store.export("training", fmt="hf", out=fresh, snapshot=snapshot.name)
+        digest = snapshot_hash(fresh)  # the hash of the rows as they will be trained on
+        if digest != snapshot.content_hash:
+            log.warning("snapshot %r renders differently from when it was taken (the prompt template or recipe "
+                        "changed): training on the rows as rendered now (%s)", snapshot.name, digest[:12])
+        path = folder / f"{slug(snapshot.name)}-{digest[:12]}"
+        if path.is_dir():  # the same rows were exported before: the rename below makes present mean complete
+            shutil.rmtree(fresh)
+        else:
+            fresh.rename(path)
         return path
 
     def _worker_env(self) -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 `(session, *, ...)`, `select()`-based; they may flush, never commit. Example contents are never
 updated: editing a correction withdraws the examples it no longer derives and adds the new ones,
-so a snapshot's members keep the contents its hash was computed from.
+so a snapshot's members keep the contents its hash was computed from. The examples a correction
+derives, their content hashes and a snapshot's identity all come from the library's recipe
+(`reflectrm.training.recipe`): a snapshot's hash is the hash of its rows exactly as trained on.
 """
 
 from __future__ import annotations
@@ -14,20 +16,14 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from db import models as m
-from db.derivation import (
-    Analysis,
-    Mark,
-    check_correction,
-    content_hash,
-    derive_reflection_pairs,
-    preference_content,
-    reflection_content,
-)
+from db import training_rows
+from db.derivation import Analysis, Mark, check_correction
 from db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
 from db.repository import get_pairs
 from db.types import utcnow
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError
+from reflectrm.training import recipe
 
 EXAMPLE_MODELS: dict[str, type[m.PreferenceExample] | type[m.ReflectionPair]] = {
     "preference": m.PreferenceExample,
@@ -203,31 +199,24 @@ def sync_derived(session: Session, *, correction_id: int) -> None:
 
 
 def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, dict[str, dict[str, Any]]]:
-    """The examples a correction derives, keyed by content hash."""
+    """The examples a correction derives (the recipe with the person's verdict and marks), keyed by content hash."""
     pair_id = _judgment_pair_id(session, row.judgment_id)
     pair = get_pairs(session, pair_ids=[pair_id])[pair_id]
     samples = _samples(session, row.judgment_id)
-    analyses = {s.id: Analysis(s.id, s.analysis, s.prediction) for s in samples}
+    config = session.scalar(select(m.Judgment.config).where(m.Judgment.id == row.judgment_id)) or {}
     by_position = {s.position: s.id for s in samples}
     marks = {by_position[p]: mark for p, mark in _marks(session, row.id).items()}
+    derived = recipe.derive_examples(
+        pair, [Analysis(s.id, s.analysis, s.prediction) for s in samples], verdict=row.verdict,  # type: ignore[arg-type]
+        marks=marks, max_pairs=row.max_pairs, seed=row.derivation_seed, rendering=recipe.Rendering.from_config(config),
+        origins=("correction", "correction"))
     provenance = {"pair_id": pair_id, "correction_id": row.id, "judgment_id": row.judgment_id}
-    preference_hash = content_hash(preference_content(pair, row.verdict))  # type: ignore[arg-type]
+    preference_hash = recipe.example_hash(derived.preference)
     reflection = {}
-    for d in derive_reflection_pairs(
-        list(analyses.values()),
-        verdict=row.verdict,
-        marks=marks,
-        max_pairs=row.max_pairs,
-        seed=row.derivation_seed,
-    ):
-        digest = content_hash(reflection_content(pair, (analyses[d.critique_1], analyses[d.critique_2]), d.label))
-        reflection[digest] = {
-            **provenance,
-            "critique_1_id": d.critique_1,
-            "critique_2_id": d.critique_2,
-            "label": d.label,
-            "content_hash": digest,
-        }
+    for choice, example in derived.reflection:
+        digest = recipe.example_hash(example)
+        reflection[digest] = {**provenance, "critique_1_id": choice.critique_1, "critique_2_id": choice.critique_2,
+                              "label": choice.label, "content_hash": digest}
     preference = {preference_hash: {**provenance, "label": row.verdict, "content_hash": preference_hash}}
     return {"preference": preference, "reflection": reflection}
 
@@ -344,7 +333,7 @@ def set_example_state(session: Session, *, kind: ExampleKind, example_ids: Seque
 
 
 def create_snapshot(session: Session, *, name: str, note: str) -> SnapshotRecord:
-    """Freeze the active examples into a named snapshot whose hash covers their contents."""
+    """Freeze the active examples into a named snapshot identified by the hash of their rows as trained on."""
     if not name.strip():
         raise InputError("a snapshot needs a name: pass one such as 'train-2026-12-01'")
     if session.scalar(select(m.DatasetSnapshot.id).where(m.DatasetSnapshot.name == name)) is not None:
@@ -355,7 +344,7 @@ def create_snapshot(session: Session, *, name: str, note: str) -> SnapshotRecord
         )
         for kind, model in EXAMPLE_MODELS.items()
     }
-    digest = content_hash(sorted([kind, h] for kind, rows in members.items() for _, h in rows))
+    digest = training_rows.rows_hash(session, states=("active",))  # the rows the members render to, in order
     row = m.DatasetSnapshot(
         name=name,
         note=note,
@@ -424,14 +413,11 @@ def snapshot_member_ids(session: Session, *, snapshot_id: int) -> dict[ExampleKi
 
 
 def snapshot_hash(session: Session, *, snapshot_id: int) -> str:
-    """Recompute a snapshot's hash from its members' contents (equals the stored hash unless tampered with)."""
-    columns = {"preference": m.SnapshotMember.preference_example_id, "reflection": m.SnapshotMember.reflection_pair_id}
-    members = []
-    for kind, model in EXAMPLE_MODELS.items():
-        stmt = (
-            select(model.content_hash)
-            .join(m.SnapshotMember, columns[kind] == model.id)
-            .where(m.SnapshotMember.snapshot_id == snapshot_id)
-        )
-        members += [[kind, h] for h in session.scalars(stmt)]
-    return content_hash(sorted(members))
+    """Recompute a snapshot's identity from its members, rendered by the recipe as it is now.
+
+    Equals the stored hash unless a member was tampered with or the recipe renders differently
+    since the snapshot was taken (a change to the prompt template): then training on it now would
+    not train on what the snapshot froze.
+    """
+    get_snapshot(session, snapshot_id=snapshot_id)
+    return training_rows.rows_hash(session, snapshot_id=snapshot_id)

@@ -4,8 +4,9 @@ Kinds: `pairs`, `judgments`, `corrections`, `preference-examples`, `reflection-p
 `training`: the active examples (or a snapshot's) as rows TRL's GRPOTrainer reads without
 conversion: `prompt` (a list of {role, content} messages, TRL's conversational format), `label` (the
 better candidate, 1 or 2) and `task` ("response" or "analysis") for the reward function
-(`reflectrm.training.rewards`), plus `origin`, `pair_id` and `example_id` for provenance; the rows
-of `reflectrm.training.data` have the same columns, and `read_examples` reads these.
+(`reflectrm.training.rewards`), plus `origin`, `pair_id` and `example_id` for provenance. They are
+the recipe's rows (`reflectrm.training.recipe`, through `db.training_rows`): the rows of
+`reflectrm.training.data` are built by the same code, and `read_examples` reads these.
 The `hf` format writes `training` rows (for the two example kinds: just that kind's rows).
 
 JSONL rows hold what Parquet rows hold; a judgment's JSONL row is `Judgment.to_dict()` plus row ids
@@ -24,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from db import models as m
 from db.curation import get_corrections
 from db.repository import iter_judgments, pair_from_row
+from db.training_rows import example_rows, training_rows
 from db.types import dumps_json
-from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, format_critique, reflection_prompt, response_prompt
 from reflectrm.core.types import messages_to_dicts
 from reflectrm.errors import InputError, require
 
@@ -56,7 +57,7 @@ def export_rows(
         yield from _correction_rows(session)
     else:
         example_kind = "preference" if kind == "preference-examples" else "reflection"
-        for row, pair, critiques, _ in _example_rows(
+        for row, pair, critiques, _ in example_rows(
             session, kind=example_kind, states=states, snapshot_id=snapshot_id
         ):
             yield _example_row(example_kind, row, pair, critiques)
@@ -128,30 +129,6 @@ def _correction_rows(session: Session) -> Iterator[dict[str, Any]]:
         }
 
 
-def _example_rows(
-    session: Session, *, kind: str, states: tuple[str, ...], snapshot_id: int | None
-) -> Iterator[tuple[Any, Any, tuple[Any, Any] | None, dict[str, Any]]]:
-    """(example row, pair, critique sample rows or None, judgment config) in id order."""
-    model = m.PreferenceExample if kind == "preference" else m.ReflectionPair
-    c1, c2 = aliased(m.Sample), aliased(m.Sample)
-    stmt = select(model, m.Pair.__table__, m.Judgment.config).join(m.Pair, m.Pair.id == model.pair_id)
-    stmt = stmt.outerjoin(m.Judgment, m.Judgment.id == model.judgment_id)
-    if kind == "reflection":
-        stmt = stmt.add_columns(c1, c2).join(c1, c1.id == m.ReflectionPair.critique_1_id)
-        stmt = stmt.join(c2, c2.id == m.ReflectionPair.critique_2_id)
-    if snapshot_id is not None:
-        member = m.SnapshotMember.preference_example_id if kind == "preference" else m.SnapshotMember.reflection_pair_id
-        stmt = stmt.join(m.SnapshotMember, member == model.id).where(m.SnapshotMember.snapshot_id == snapshot_id)
-    else:
-        stmt = stmt.where(model.state.in_(states))
-    last = 0
-    while rows := list(session.execute(stmt.where(model.id > last).order_by(model.id).limit(_BATCH))):
-        for row in rows:
-            critiques = (row[-2], row[-1]) if kind == "reflection" else None
-            yield row[0], pair_from_row(row), critiques, row.config or {}
-        last = rows[-1][0].id
-
-
 def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | None) -> dict[str, Any]:
     out = {"example_id": row.id, "pair_id": row.pair_id, **_pair_fields(pair)}
     if critiques is not None:
@@ -176,36 +153,6 @@ def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | No
         }
     )
     return out
-
-
-def training_rows(
-    session: Session, *, kind: str, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None
-) -> Iterator[dict[str, Any]]:
-    """TRL conversational rows: the judge prompt of each example, its label and task.
-
-    Also `origin` ("correction", or "judgment" for examples derived without one), `pair_id` (the
-    pair's own id, as `reflectrm.training.data` rows carry it) and `example_id` (the store's row id).
-    """
-    for row, pair, critiques, config in _example_rows(session, kind=kind, states=states, snapshot_id=snapshot_id):
-        suffix = config.get("control_suffix", DEFAULT_CONTROL_SUFFIX)
-        if critiques is None:
-            prompt, task = response_prompt(pair, control_suffix=suffix), "response"
-        else:
-            shown = [
-                format_critique(
-                    c.analysis, c.prediction, include_verdict=config.get("critique_includes_verdict", False)
-                )
-                for c in critiques
-            ]
-            prompt, task = reflection_prompt(pair, *shown, control_suffix=suffix), "analysis"
-        yield {
-            "prompt": messages_to_dicts(prompt),
-            "label": row.label,
-            "task": task,
-            "origin": "correction" if row.correction_id is not None else "judgment",
-            "pair_id": pair.id,
-            "example_id": row.id,
-        }
 
 
 # --- Arrow schemas (explicit: a column that is null in the first rows must not lose its type) -----

@@ -205,7 +205,7 @@ class PreferenceExample(Base):
     label: Mapped[int] = mapped_column(SmallInteger)
     correction_id: Mapped[int | None] = mapped_column(ForeignKey("corrections.id"), index=True)  # provenance
     judgment_id: Mapped[int | None] = mapped_column(ForeignKey("judgments.id"))  # provenance
-    content_hash: Mapped[str] = mapped_column(String(64))  # sha256 of what a trainer sees
+    content_hash: Mapped[str] = mapped_column(String(64))  # recipe.example_hash: sha256 of its row as trained on
     state: Mapped[str] = mapped_column(String(10), default="active", index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     state_changed_at: Mapped[datetime | None]
@@ -238,7 +238,7 @@ class DatasetSnapshot(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(unique=True)
     note: Mapped[str]
-    content_hash: Mapped[str] = mapped_column(String(64))  # sha256 over the members' (kind, id, content_hash)
+    content_hash: Mapped[str] = mapped_column(String(64))  # recipe.rows_hash of its rows exactly as trained on
     num_preference: Mapped[int] = mapped_column(Integer)
     num_reflection: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
