@@ -135,8 +135,29 @@ def cmd_build_data(args: argparse.Namespace) -> int:
         "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
         "extra": [str(p) for p in args.extra]})
     print(json.dumps({"snapshot": str(snapshot.path), "content_hash": snapshot.content_hash, "rows": snapshot.rows,
-                      "report": asdict(built.report)}, indent=2))
+                      "report": asdict(built.report), "mix": mix_summary(built)}, indent=2))
+    print(mix_line(built), file=sys.stderr)
     return 0
+
+
+def mix_summary(built: Any) -> dict[str, Any]:
+    """The mix as trained on, and the named choices that made it (`DataConfig`)."""
+    r, c = built.report, built.config
+    pref, refl = r.preference + r.extra_preference, r.reflection + r.extra_reflection
+    return {"preference": pref, "reflection": refl, "ratio": f"{pref / refl:.2f}:1" if refl else "no reflection",
+            "target": f"{c.mix[0]}:{c.mix[1]}", "subsample": c.subsample, "extra_in_mix": c.extra_in_mix,
+            "unparseable_is_incorrect": c.unparseable_is_incorrect}
+
+
+def mix_line(built: Any) -> str:
+    """One line of counts: what was kept, what was cut and why some mixed items gave no pair."""
+    r, m = built.report, mix_summary(built)
+    return (f"mix {m['preference']}:{m['reflection']} ({m['ratio']}, target {m['target']}, subsample "
+            f"{m['subsample']}): generated {r.preference} preference (cut {r.preference_cut}) + {r.reflection} "
+            f"reflection (cut {r.reflection_cut}), extra {r.extra_preference} + {r.extra_reflection}; items "
+            f"{r.items}, easy {r.easy_dropped}, mixed {r.mixed}, no distinct analyses {r.no_distinct_analyses}, "
+            f"right-or-unparseable only {r.right_or_unparseable} (unparseable_is_incorrect="
+            f"{m['unparseable_is_incorrect']})")
 
 
 def _read_judgments(path: Path) -> list[Any]:

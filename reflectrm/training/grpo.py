@@ -39,6 +39,11 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 TIME_DECAY = "linear-time"  # TrainConfig.lr_scheduler: linear decay to 0 over the time budget
 
 
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
+"""TRL 1.16 `GRPOConfig.loss_type` values that run with this module's other settings ("luspo" and "vespo" need an
+importance-sampling level it does not set). TRL itself checks the value only when the first loss is computed."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainConfig:
     """One GRPO run. Defaults are the paper's for real models (PAPER.md 3); the rest are named choices."""
@@ -52,8 +57,12 @@ class TrainConfig:
     max_time_s: float | None = None  # stop (completed, with a checkpoint) after the step that passes this budget
     max_completion_length: int = 1024  # paper: max generation length 1024 tokens
     per_device_batch_size: int = 8  # completions per forward/backward pass; gradient accumulation makes up the rest
-    beta: float = 0.0  # KL coefficient against the reference model (paper: unstated; TRL default 0: no reference)
-    loss_type: str = "dapo"  # TRL's GRPO loss aggregation (paper: unstated; TRL 1.16 default)
+    # The paper states no reward formula, KL term or clip. beta: KL coefficient against the frozen starting model
+    # (TRL's default 0 loads no reference model; DeepSeek-R1 used 0.001, the original GRPO 0.04).
+    beta: float = 0.0
+    # How token losses are aggregated (TRL 1.16's GRPOConfig.loss_type, default "dapo": over the batch's active
+    # tokens). "grpo" is the original GRPO loss (each sequence's mean, then the group's), with its length bias.
+    loss_type: str = "dapo"
     scale_rewards: str = "group"  # advantage normalisation: "group" (GRPO), "batch" or "none"
     reward_weights: Mapping[str, float] = (("accuracy", 1.0),)  # reward name -> weight; add ("format", w) for a format reward
     # paper: unstated; constant keeps short runs comparable. Any transformers scheduler name, or "linear-time":
@@ -103,6 +112,12 @@ class TrainConfig:
             raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)}")
         if self.lr_scheduler == TIME_DECAY and self.max_time_s is None:
             raise ConfigError(f"lr_scheduler {TIME_DECAY!r} decays over the time budget: set max_time_s too")
+        if self.loss_type not in LOSS_TYPES:
+            raise ConfigError(f"loss_type must be one of {', '.join(LOSS_TYPES)} (the original GRPO: 'grpo'; TRL's "
+                              f"default: 'dapo'), got {self.loss_type!r}")
+        if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and 0 <= self.beta < math.inf):
+            raise ConfigError(f"beta (the KL coefficient) must be a finite number >= 0 (0: no KL term), "
+                              f"got {self.beta!r}")
         if self.scale_rewards not in ("group", "batch", "none"):
             raise ConfigError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
         if self.vllm_mode not in ("colocate", "server"):

@@ -18,8 +18,15 @@ def test_build_data_from_judgments_writes_a_snapshot(tmp_path, capsys):
     code = main(["build-data", "--judgments", str(tmp_path / "j.jsonl"), "--out", str(tmp_path / "data"),
                  "--name", "demo", "--mix", "4:1"])
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert "mix 12:3 (4.00:1, target 4:1, subsample reflection): generated 12 preference (cut 0) + 3 reflection " \
+           "(cut 5)" in captured.err
+    out = json.loads(captured.out)
     assert out["rows"] == 15 and out["report"]["easy_dropped"] == 2 and out["report"]["reflection"] == 3
+    # the mix as trained on and the named choices behind it, also as one line for a person
+    assert out["mix"] == {"preference": 12, "reflection": 3, "ratio": "4.00:1", "target": "4:1",
+                          "subsample": "reflection", "extra_in_mix": False, "unparseable_is_incorrect": False}
+    assert (out["report"]["reflection_cut"], out["report"]["preference_cut"]) == (5, 0)
     assert out["snapshot"].endswith(f"demo-{out['content_hash'][:12]}")
     manifest = json.loads((tmp_path / "data" / f"demo-{out['content_hash'][:12]}" / "snapshot.json").read_text())
     assert manifest["config"]["mix"] == [4, 1] and manifest["rows"] == 15

@@ -241,6 +241,7 @@ def test_an_empty_set_is_not_written(tmp_path):
         pytest.param({"mix": (0, 0)}, "mix must be two integers", id="mix-zero"),
         pytest.param({"mix": (4, -1)}, "mix must be two integers", id="mix-negative"),
         pytest.param({"max_new_tokens": 0}, "max_new_tokens", id="tokens"),
+        pytest.param({"subsample": "preference"}, "subsample must be one of reflection, either", id="subsample"),
     ],
 )
 def test_data_config_validation(change, message):
@@ -279,3 +280,39 @@ def test_report_counts_sum_up():
     r = asdict(built.report)
     assert r["items"] == r["easy_dropped"] + r["preference_pool"]
     assert r["preference"] + r["reflection"] + r["extra"] == len(built.examples)
+
+
+# --- the mix's named choices --------------------------------------------------------------------------
+
+
+def test_unparseable_samples_can_be_the_incorrect_side_when_chosen():
+    judgments = judged(["RRRUUUUU"])
+    _, refl, report = examples_from_rollouts(judgments, config=CONFIG)
+    assert refl == [] and report.right_or_unparseable == 1  # the default: counted, no pair
+    chosen = DataConfig(n=8, max_new_tokens=64, unparseable_is_incorrect=True)
+    _, refl, report = examples_from_rollouts(judgments, config=chosen)
+    assert (report.mixed, report.right_or_unparseable, len(refl)) == (1, 0, 1)
+    text = refl[0].prompt[0].content
+    shown = re.search(r"\[Critique 1\]\n(.*)\n\[Critique 2\]\n(.*)\n\n## Output", text, re.S).groups()
+    assert "I am not sure." in shown and shown[refl[0].label - 1] != "I am not sure."
+
+
+def test_the_default_never_cuts_preference_examples_to_force_the_ratio():
+    judgments = judged([MIXED] * 2 + [ALL_WRONG] * 10)
+    default = build_training_set(judgments, config=CONFIG).report
+    assert (default.preference, default.reflection, default.preference_cut) == (12, 2, 0)
+    either = build_training_set(judgments, config=DataConfig(n=8, max_new_tokens=64, subsample="either")).report
+    assert (either.preference, either.reflection, either.preference_cut) == (8, 2, 4)
+
+
+def test_extra_rows_count_toward_the_ratio_when_chosen():
+    judgments = judged([MIXED] * 8 + [ALL_WRONG] * 4)  # pools: 12 preference, 8 reflection
+    other = judged(["RRWWWWWW"] * 2)  # other queries: their reflection pairs are no duplicates
+    extra = [e for e in examples_from_rollouts(other, config=CONFIG)[1]]
+    assert len(extra) == 2
+    after = build_training_set(judgments, config=CONFIG, extra=extra).report
+    assert (after.preference, after.reflection, after.extra_reflection) == (12, 3, 2)  # 12 : 5 in the end
+    inside = build_training_set(judgments, config=DataConfig(n=8, max_new_tokens=64, extra_in_mix=True),
+                                extra=extra).report
+    assert (inside.preference, inside.reflection, inside.extra_reflection) == (12, 1, 2)  # 12 : 3 in the end
+    assert inside.reflection_cut == 7

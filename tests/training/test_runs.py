@@ -143,6 +143,12 @@ def test_cancelling_a_run_whose_process_is_gone_marks_it_cancelled(tmp_path):
         pytest.param({"reward_weights": {"accuracy": 1.0, "lenght": 0.1}}, "reward_weights names", id="typo-reward"),
         pytest.param({"reward_weights": {}}, "reward_weights names", id="no-reward"),
         pytest.param({"scale_rewards": "yes"}, "scale_rewards", id="scale"),
+        # trap: TRL checks loss_type only when the first loss is computed, after the model has loaded
+        pytest.param({"loss_type": "GRPO"}, "loss_type must be one of grpo, dr_grpo", id="loss-type-case"),
+        pytest.param({"loss_type": "luspo"}, "loss_type must be one of", id="loss-type-needs-other-settings"),
+        pytest.param({"beta": -0.01}, "beta .* must be a finite number >= 0", id="negative-kl"),
+        pytest.param({"beta": float("nan")}, "beta .* must be a finite number >= 0", id="nan-kl"),
+        pytest.param({"beta": True}, "beta .* must be a finite number >= 0", id="bool-kl"),
         pytest.param({"device": "tpu"}, "device must be", id="device"),
         pytest.param({"epochs": 0, "max_steps": -1}, "epochs must be > 0", id="no-length"),
         pytest.param({"lr_scheduler": "linear-time"}, "decays over the time budget: set max_time_s",
@@ -214,3 +220,12 @@ def test_the_time_decay_sets_the_rate_each_step_from_the_budget_left(tmp_path, m
     plain = callbacks.RunCallback(RunFiles(tmp_path), threading.Event(), max_time_s=100.0)
     plain.on_step_begin(args, state, None, optimizer=optimizer)
     assert optimizer.param_groups[0]["lr"] == 0.0  # without the decay, the callback leaves the rate alone
+
+
+def test_the_original_grpo_loss_and_a_kl_term_reach_trl():
+    """TRL's defaults (beta 0, "dapo") are the defaults here; a user can pick the original GRPO loss and a KL term."""
+    default = grpo_args(TrainConfig(batch_size=4, num_generations=4, per_device_batch_size=8, device="cpu"), "/tmp/x")
+    assert (default.loss_type, default.beta) == ("dapo", 0.0)
+    chosen = grpo_args(TrainConfig(batch_size=4, num_generations=4, per_device_batch_size=8, device="cpu",
+                                   loss_type="grpo", beta=0.04), "/tmp/x")
+    assert (chosen.loss_type, chosen.beta) == ("grpo", 0.04)
