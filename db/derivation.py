@@ -36,11 +36,12 @@ def derive_reflection_pairs(
     marks: Mapping[int, Mark],
     max_pairs: int = DEFAULT_MAX_PAIRS,
     seed: int,
-    rendering: Rendering = Rendering(),
+    rendering: Rendering | None = None,
 ) -> list[ReflectionChoice]:
     """Reflection pairs from the analyses of one corrected judgment (deterministic given `seed`)."""
     check_correction(verdict=verdict, marks=marks, max_pairs=max_pairs, keys={a.key for a in analyses})
-    return _choose(analyses, verdict=verdict, marks=marks, max_pairs=max_pairs, seed=seed, rendering=rendering)
+    return _choose(analyses, verdict=verdict, marks=marks, max_pairs=max_pairs, seed=seed,
+                   rendering=rendering or Rendering())
 
 
 def check_correction(*, verdict: object, marks: Mapping[int, object], max_pairs: object, keys: set[int]) -> None:

@@ -1,7 +1,9 @@
 """Retraining the judge (PAPER.md sections 2-3): data construction and GRPO with TRL.
 
-* `data`: rollouts on labelled pairs -> preference examples and reflection pairs, mixed 4:1,
-  deduplicated, checked against an evaluation set, written as a content-hashed snapshot.
+* `recipe`: the one recipe (pure): analyses -> preference examples and reflection pairs -> the rows
+  trained on, and their hash (a snapshot's identity). The store derives corrections with it too.
+* `data`: rollouts on labelled pairs -> the recipe's examples, mixed 4:1 (`DataConfig` names the
+  mix's choices), deduplicated, checked against an evaluation set, written as a content-hashed snapshot.
 * `rewards`: reward functions in TRL's calling convention.
 * `grpo`: `TrainConfig` (the paper's defaults) and `train`, a resumable, cancellable run.
 * `runs` / `jobs`: the run folder, and runs as background processes to start, watch and cancel.

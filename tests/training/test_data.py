@@ -293,7 +293,7 @@ def test_unparseable_samples_can_be_the_incorrect_side_when_chosen():
     _, refl, report = examples_from_rollouts(judgments, config=chosen)
     assert (report.mixed, report.right_or_unparseable, len(refl)) == (1, 0, 1)
     text = refl[0].prompt[0].content
-    shown = re.search(r"\[Critique 1\]\n(.*)\n\[Critique 2\]\n(.*)\n\n## Output", text, re.S).groups()
+    shown = re.search(r"\[Critique 1\]\n(.*)\n\[Critique 2\]\n(.*)\n\n## Output", text, re.DOTALL).groups()
     assert "I am not sure." in shown and shown[refl[0].label - 1] != "I am not sure."
 
 
