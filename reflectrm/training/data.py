@@ -181,15 +181,19 @@ def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingE
     return recipe.preference_example(pair, label=pair.label, rendering=config.rendering)
 
 
-def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | None:
-    """One correct against one incorrect analysis of `j`, in seeded random order (Eq. 3); None if none.
-
-    `reflectrm.training.recipe.derive_examples` with the pair's label as the verdict, no marks and one pair.
-    """
-    derived = recipe.derive_examples(
-        j.pair, [Analysis(r.index, r.analysis, r.prediction) for r in _sampled(j)], verdict=j.pair.label,
-        max_pairs=1, seed=_derive_seed(config.seed, j.pair.fingerprint(), "reflection"), rendering=config.rendering,
+def derive(j: Judgment, *, config: DataConfig) -> recipe.DerivedExamples:
+    """The recipe on one judged pair: the correction path's function with the label as the verdict, no marks
+    and one reflection pair (the paper's), over the sampled rollouts."""
+    analyses = [Analysis(r.index, r.analysis, r.prediction) for r in _sampled(j)]
+    return recipe.derive_examples(
+        j.pair, analyses, verdict=j.pair.label, max_pairs=1, rendering=config.rendering,  # type: ignore[arg-type]
+        seed=_derive_seed(config.seed, j.pair.fingerprint(), "reflection"),
         unparseable_is_wrong=config.unparseable_is_incorrect)
+
+
+def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | None:
+    """One correct against one incorrect analysis of `j`, in seeded random order (Eq. 3); None if none."""
+    derived = derive(j, config=config)
     return derived.reflection[0][1] if derived.reflection else None
 
 
@@ -219,15 +223,12 @@ def examples_from_rollouts(
         counts["all_wrong"] += right == 0
         if right == 0 and not config.keep_all_wrong:
             continue
-        pref.append(preference_example(j.pair, config=config))
+        derived = derive(j, config=config)
+        pref.append(derived.preference)
+        refl += [example for _, example in derived.reflection]
         counts["right_or_unparseable"] += bool(right and not wrong and unparseable)
-        if right and wrong:
-            counts["mixed"] += 1
-            example = reflection_example(j, config=config)
-            if example is None:
-                counts["no_distinct_analyses"] += 1
-            else:
-                refl.append(example)
+        counts["mixed"] += bool(right and wrong)
+        counts["no_distinct_analyses"] += bool(right and wrong and not derived.reflection)
     report = BuildReport(**counts, preference_pool=len(pref), reflection_pool=len(refl))
     return pref, refl, report
 
