@@ -12,8 +12,8 @@ Grammar (matched against the whole block, after normalisation)::
     normalise   lower-case; drop markdown emphasis and quotes (* _ ` # " '); collapse whitespace;
                 strip; drop trailing "." and "!"
     statement   := [lead " "] verdict
-    lead        := ("so" | "thus" | "therefore" | "hence" | "in conclusion" | "in summary" | "verdict"
-                   | "final verdict" | "result" | "answer") [":" | ","]
+    lead        := ("so" | "thus" | "therefore" | "hence" | "overall" | "in conclusion" | "in summary"
+                   | "verdict" | "final verdict" | "result" | "answer" | "final answer") [":" | ","]
     verdict     := comparison                                  -> ok (repaired after a lead)
                  | ref " is " [adverb " "] "better"            -> repaired ("Response 1 is better.")
                  | ref " is the better" [" one" | " " noun]    -> repaired
@@ -59,8 +59,8 @@ ADVERBS = ("slightly", "somewhat", "much", "far", "clearly", "significantly", "m
            "definitely", "probably", "likely", "arguably", "generally")
 """Words allowed between "is" and "better"/"worse": they grade or hedge a verdict, never reverse it."""
 
-LEADS = ("so", "thus", "therefore", "hence", "in conclusion", "in summary", "verdict", "final verdict", "result",
-         "answer")
+LEADS = ("so", "thus", "therefore", "hence", "overall", "in conclusion", "in summary", "verdict", "final verdict",
+         "result", "answer", "final answer")
 """Words allowed before a verdict ("Therefore, Response 2 is better than Response 1")."""
 
 _LEAD = rf"(?:(?:{'|'.join(LEADS)})[:,]? )"

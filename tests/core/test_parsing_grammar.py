@@ -91,6 +91,9 @@ STATEMENTS = [
     case("Therefore, Response 2 is better than Response 1.", 2, REP, id="lead-therefore"),
     case("Final verdict: Response 1 is better than Response 2", 1, REP, id="lead-final-verdict"),
     case("Verdict: **Response 2**", 2, REP, id="lead-bare"),
+    case("Overall, Response 1 is slightly better than Response 2.", 1, REP, id="lead-overall-adverb"),
+    case("Overall, Response 1 is not better than Response 2.", None, BAD, id="lead-negated"),
+    case("However, Response 1 is better than Response 2", None, BAD, id="unknown-lead"),
     # --- numbers: only ASCII 1 and 2, never a digit read out of a longer token
     case("Response ２ is better than Response １", None, BAD, id="fullwidth"),
     case("Response ٢ is better than Response ١", None, BAD, id="arabic-indic"),
