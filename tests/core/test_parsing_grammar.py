@@ -184,3 +184,12 @@ def test_hostile_megabyte_parses_in_linear_time(name):
     elapsed = time.perf_counter() - start
     assert out.choice in (None, 1, 2)
     assert elapsed < 5.0, f"{name}: {elapsed:.1f} s for {len(text)} characters"
+
+
+def test_the_documented_grammar_names_every_accepted_word():
+    """The module docstring is the grammar's statement: it must name every adverb and lead the parser takes."""
+    from reflectrm.core import parsing
+
+    doc = parsing.__doc__ or ""
+    assert all(f'"{w}"' in doc or f" {w}" in doc for w in ADVERBS)
+    assert all(f'"{w}"' in doc for w in parsing.LEADS)
