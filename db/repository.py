@@ -110,14 +110,20 @@ def add_judgments(
     pair_ids, _ = add_pairs(session, pairs=[j.pair for j in judgments])
     orders = [swapped and k % 2 == 1 for k in range(len(judgments))]
     keys = [judgment_key(j, swapped=o) if idempotent else None for j, o in zip(judgments, orders)]
-    existing = _judgment_ids_by_key(session, [k for k in keys if k is not None])
-    ids = [
-        existing[key] if key in existing else add_judgment(session, judgment=j, pair_id=p, swapped=o, key=key)
-        for j, p, o, key in zip(judgments, pair_ids, orders, keys)
-    ]
+    stored = _judgment_ids_by_key(session, [k for k in keys if k is not None])
+    ids, new = [], [False] * len(judgments)
+    for k, (j, p, o, key) in enumerate(zip(judgments, pair_ids, orders, keys)):
+        if key is not None and key in stored:
+            ids.append(stored[key])
+            continue
+        new[k] = True
+        judgment_id = add_judgment(session, judgment=j, pair_id=p, swapped=o, key=key)
+        if key is not None:
+            stored[key] = judgment_id  # the same judgment twice in one call is stored once
+        ids.append(judgment_id)
     if swapped:
         for k in range(0, len(ids), 2):
-            if keys[k] not in existing:  # a stored pair of twins is linked already
+            if new[k] or new[k + 1]:  # a stored pair of twins is linked already
                 link_twins(session, original_id=ids[k], swapped_id=ids[k + 1])
     return ids
 
@@ -142,7 +148,7 @@ def _judgment_ids_by_key(session: Session, keys: Sequence[str]) -> dict[str, int
     found: dict[str, int] = {}
     for chunk in _chunks(list(dict.fromkeys(keys)), _IN_CHUNK):
         stmt = select(m.Judgment.idempotency_key, m.Judgment.id).where(m.Judgment.idempotency_key.in_(chunk))
-        found.update(session.execute(stmt).tuples().all())
+        found.update({key: jid for key, jid in session.execute(stmt)})
     return found
 
 

@@ -258,10 +258,11 @@ def _judgment_id(line: bytes, *, where: str, config: JudgeConfig, swap: bool) ->
     if ("swapped" in obj) != swap:
         raise InputError(f"{where}: judged {'with' if 'swapped' in obj else 'without'} --swap: {fix}")
     ours = config.to_dict()
-    changed = sorted(k for k in set(ours) | set(obj["config"]) if obj["config"].get(k) != ours.get(k))
+    theirs = obj["config"]
+    changed = sorted((k not in theirs, k) for k in set(ours) | set(theirs) if theirs.get(k) != ours.get(k))
     if changed:
-        k = changed[0]
-        raise InputError(f"{where}: judged with {k}={obj['config'].get(k)!r}, this run has {k}={ours.get(k)!r}: {fix}")
+        k = changed[0][1]  # a field the file names first: the likeliest difference the user made
+        raise InputError(f"{where}: judged with {k}={theirs.get(k)!r}, this run has {k}={ours.get(k)!r}: {fix}")
     return obj["id"]
 
 
