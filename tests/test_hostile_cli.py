@@ -164,7 +164,7 @@ CASES = [
     pytest.param(["judge", *ONE, "--batch-size", "0"], "at least 1", id="judge-batch-size-0"),
     pytest.param(["judge", "--query", "q\udcff", "--response-1", "a", "--response-2", "b"], "lone surrogate",
                  id="judge-argv-not-utf8"),  # what Python makes of a non-UTF-8 byte in argv
-    pytest.param(["judge", "--query", "q", "--response-1", "a" * 2_000_000, "--response-2", "b"], "over the limit",
+    pytest.param(["judge", "--query", "q", "--response-1", "a" * 3_000_000, "--response-2", "b"], "over the limit",
                  id="judge-argv-huge"),
     pytest.param(["judge", "--query", "q"], "give --response-1", id="judge-no-responses"),
     pytest.param(["judge", "--messages", "[{", "--response-1", "a", "--response-2", "b"], "not valid JSON",

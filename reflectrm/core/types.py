@@ -20,8 +20,8 @@ Choice = Literal[1, 2]
 
 ROLES = ("system", "user", "assistant")
 
-MAX_PAIR_CHARS = 1_000_000
-"""Characters in a pair's conversation and both responses together, at most: about 250k tokens, past the
+MAX_PAIR_CHARS = 2_000_000
+"""Characters in a pair's conversation and both responses together, at most: about 500k tokens, past the
 context of any judge this runs, so a larger pair is refused at once instead of after minutes of tokenising
 (each backend then checks the exact prompt against its own model's context)."""
 
