@@ -7,8 +7,9 @@ For each database (a SQLite file; a throwaway PostgreSQL cluster started from `i
 * concurrency: 8 threads (one shared store, as in the app) and 2 processes record 15 judgments each
   and correct 5 of them, all at once. Figures: rows expected and stored, "locked" errors that reached
   a caller.
-* crash: `--kills` times, a process imports `--import-rows` pairs (one transaction) and is SIGKILLed
-  at a random moment. Figure: the pair counts left behind (each must be 0 or all of them).
+* crash: `--kills` times, a process imports `--import-rows` pairs (one transaction) and is SIGKILLed,
+  the kills spread evenly over 0-120 % of an uninterrupted import's time (so some land after the
+  commit). Figure: the pair counts left behind (each must be 0 or all of them).
 * races: `--racers` threads correct one judgment at the same moment, then as many snapshot one name.
   Figures: winners, one-line refusals, raw `IntegrityError`s (must be 0).
 
@@ -21,7 +22,6 @@ import argparse
 import glob
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -96,20 +96,30 @@ def crash(url: str, *, kills: int, rows: int, reset: Callable[[], str]) -> dict[
         for k in range(rows):
             fh.write(json.dumps({"id": f"c{k}", "query": f"crash question {k}?", "response_1": f"a{k}",
                                  "response_2": f"b{k}"}) + "\n")
-    left, rng = [], random.Random(0)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for _ in range(kills):
+
+    def start() -> tuple[subprocess.Popen[str], str]:
         url = reset()
         p = subprocess.Popen([sys.executable, "-c", _IMPORTER, url, str(pairs_file)], cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, text=True)
         assert p.stdout is not None and p.stdout.readline().strip() == "open"
-        time.sleep(rng.uniform(0.0, 3.0))  # somewhere in reading, validating, inserting or committing
+        return p, url
+
+    p, _ = start()  # one whole import, timed: the kills are spread over 0-120 % of it
+    began = time.perf_counter()
+    p.wait()
+    whole_s = time.perf_counter() - began
+    left = []
+    for k in range(kills):
+        p, url = start()
+        time.sleep(whole_s * 1.2 * (k + 0.5) / kills)  # reading, validating, inserting, committing, or after
         p.send_signal(signal.SIGKILL)
         p.wait()
         with JudgmentStore.open(url) as store:
             left.append(store.counts()["pairs"])
     shutil.rmtree(pairs_file.parent)
-    return {"kills": kills, "rows": rows, "pairs_left": left, "all_or_nothing": all(n in (0, rows) for n in left)}
+    return {"kills": kills, "rows": rows, "import_s": round(whole_s, 2), "pairs_left": left,
+            "all_or_nothing": all(n in (0, rows) for n in left)}
 
 
 def races(url: str, *, racers: int) -> dict[str, Any]:

@@ -93,7 +93,9 @@ def check_sqlite_file(path: Path, *, create: bool) -> None:
             raise ConfigError(f"the database {str(path)!r} does not exist: check --db (a reading command never "
                               "creates one)")
         if not path.parent.is_dir():
-            raise ConfigError(f"cannot open the store at {str(path)!r}: its folder does not exist: create it or fix --db")
+            raise ConfigError(
+                f"cannot open the store at {str(path)!r}: its folder does not exist: create it or fix --db"
+            )
         return
     if not path.is_file():
         raise ConfigError(f"the database {str(path)!r} is a folder, not a SQLite file: pass a file path to --db")

@@ -136,6 +136,8 @@ def read_pairs(path: Path) -> list[PreferencePair]:
     pairs, seen = [], set()
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # the byte-order mark Notepad and Excel write
             pair = _pair_from_line(raw, where=f"{path}:{lineno}")
             if pair is None:
                 continue

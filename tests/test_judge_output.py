@@ -133,3 +133,9 @@ def test_a_lone_surrogate_from_a_stored_pair_is_written_as_an_escape(tmp_path: P
     line = _json_line({"id": "p", "text": "a\ud800b"})
     assert json.loads(line) == {"id": "p", "text": "a\ud800b"}
     line.decode("utf-8")  # valid UTF-8: the rerun can read it back
+
+
+def test_an_input_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(PAIRS[0]) + "\n").encode())
+    assert [p.id for p in reflectrm.cli.read_pairs(path)] == ["p0"]

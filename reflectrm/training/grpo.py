@@ -99,7 +99,9 @@ class TrainConfig:
         if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or not (
             self.max_steps == -1 or self.max_steps >= 1
         ):  # 0 and other negatives used to mean "all epochs" silently
-            raise ConfigError(f"max_steps must be a whole number >= 1 (or -1: run for `epochs`), got {self.max_steps!r}")
+            raise ConfigError(
+                f"max_steps must be a whole number >= 1 (or -1: run for `epochs`), got {self.max_steps!r}"
+            )
         if self.max_steps == -1 and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
         unknown = sorted(set(self.reward_weights) - set(REWARDS))
