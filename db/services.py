@@ -106,6 +106,9 @@ def check_sqlite_file(path: Path, *, create: bool) -> None:
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
+        if "not a database" not in str(exc):  # e.g. a WAL store in a folder this user cannot write
+            raise ConfigError(f"cannot open the store at {str(path)!r} ({exc}): check the permissions of the file "
+                              "and its folder") from exc
         raise ConfigError(f"{str(path)!r} is not a SQLite database ({exc}): point --db at a ReflectRM store "
                           "or a new file") from exc
     if tables and "alembic_version" not in tables:
