@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -328,3 +329,23 @@ def test_every_subcommand_has_hostile_cases() -> None:
     commands = set(sub.choices)
     covered = {c.values[0][0] for c in CASES}
     assert commands <= covered, f"sub-commands without hostile cases: {sorted(commands - covered)}"
+
+
+def test_the_model_refuses_a_prompt_past_its_context_before_tokenising_it(demo_backend: object) -> None:
+    """The library's own bound (the app and any service get it too): no tokeniser call on a 20 MB prompt."""
+    from reflectrm.core.types import ChatMessage
+    from reflectrm.errors import ContextLengthError
+
+    backend: Any = demo_backend
+    limit = backend.max_context * backend.max_token_chars
+    calls: list[int] = []
+    real_encode = backend.encode
+    backend.encode = lambda prompt: calls.append(1) or real_encode(prompt)
+    try:
+        with pytest.raises(ContextLengthError, match="characters, more than the model's context"):
+            backend.check_prompt([ChatMessage("user", "x" * (limit + 1))], max_new_tokens=1)
+        assert calls == []
+        backend.check_prompt([ChatMessage("user", "2 + 2?")], max_new_tokens=1)  # a short prompt is tokenised
+        assert calls == [1]
+    finally:
+        del backend.encode
