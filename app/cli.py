@@ -11,10 +11,10 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from reflectrm import cli as judge_cli
-from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.errors import InputError
 
 EXIT_USAGE = 2
 OPTIONAL_PARTS = {"db.cli": "ui", "app.app_cli": "ui", "reflectrm.training.cli": "train"}
@@ -39,8 +39,15 @@ def _optional_registers() -> list[Callable[[argparse._SubParsersAction], None]]:
     return registers
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (`error: ...`) and exit 2, like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="reflectrm", description="ReflectRM: a self-reflecting generative reward model.")
+    parser = OneLineParser(prog="reflectrm", description="ReflectRM: a self-reflecting generative reward model.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     judge_cli.register(sub, open_store=_open_store)
@@ -60,12 +67,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_libraries()
     try:
         return int(args.func(args) or 0)
-    except ReflectRMError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return 130
+    except Exception as exc:  # one mechanism for every command: known kinds of failure are one line, exit 2
+        line = judge_cli.error_line(exc)
+        if line is None:
+            raise  # a bug: keep its traceback
+        logging.getLogger(__name__).info("%s", line, exc_info=True)  # the traceback, with --verbose
+        print(f"error: {line}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _quiet_libraries() -> None:

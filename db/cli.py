@@ -68,10 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     backup.set_defaults(func=cmd_backup)
 
 
-def _store(url: str | None) -> JudgmentStore:
+def _store(url: str | None, *, create: bool = True) -> JudgmentStore:
     from db.services import JudgmentStore  # late: `reflectrm --help` need not load SQLAlchemy
 
-    return JudgmentStore.open(url)
+    return JudgmentStore.open(url, create=create)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -83,7 +83,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _store(args.db) as store:
+    with _store(args.db, create=False) as store:  # reading a store never creates one
         count = store.export(
             args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive, snapshot=args.snapshot
         )
@@ -96,12 +96,16 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
     from db import schema
     from db.engine import make_engine
-    from db.services import load_settings, reachable
+    from db.services import sqlite_path, check_sqlite_file, load_settings, reachable
     from db.settings import normalise_url
     from reflectrm.errors import ConfigError
 
     settings = load_settings()
-    engine = make_engine(settings.database_url if args.db is None else normalise_url(args.db), settings)
+    url = settings.database_url if args.db is None else normalise_url(args.db)
+    path = sqlite_path(url)
+    if path is not None:
+        check_sqlite_file(path, create=True)
+    engine = make_engine(url, settings)
     url = engine.url.render_as_string(hide_password=True)
     try:
         with reachable(engine):
@@ -117,7 +121,14 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    with _store(args.db) as store:
+    from db.services import load_settings
+    from db.settings import normalise_url
+    from reflectrm.errors import InputError
+
+    url = load_settings().database_url if args.db is None else normalise_url(args.db)
+    if not url.startswith("sqlite"):  # said before connecting: the server may hold anything
+        raise InputError("backup copies SQLite files: back up PostgreSQL with pg_dump")
+    with _store(args.db, create=False) as store:
         store.backup(args.path)
     print(f"backed up to {args.path}", file=sys.stdout)
     return 0

@@ -4,6 +4,11 @@ SQLite transactions that write begin with `BEGIN IMMEDIATE`: the write lock is t
 two writers queue on the busy timeout instead of deadlocking when both try to upgrade a read lock
 (an error SQLite reports at once, whatever the timeout). `run_transaction` retries the few
 lock errors that can still happen (a wait longer than the timeout) so they never reach a caller.
+
+It also reruns a transaction once after a unique-key conflict: two writers that both checked "no
+such row yet" (two corrections of one judgment, two snapshots of one name on PostgreSQL) race to
+insert it, and the loser's rerun sees the winner's row and takes the ordinary path (an existing id,
+or a one-line `InputError`) instead of surfacing a raw `IntegrityError`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -83,6 +88,12 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES
 
 
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    if getattr(exc.orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation
+        return True
+    return "unique constraint failed" in str(exc.orig).lower()  # SQLite
+
+
 def run_transaction(sessions: sessionmaker[Session], work: Callable[[Session], T], *, retry_s: float) -> T:
     """Run `work` in one transaction (`with sessions.begin()`), retrying it on lock conflicts.
 
@@ -91,10 +102,16 @@ def run_transaction(sessions: sessionmaker[Session], work: Callable[[Session], T
     """
     deadline = time.monotonic() + retry_s
     delay = 0.005
+    unique_reruns = 1  # a second conflict is not a race the rerun could settle: let it surface
     while True:
         try:
             with sessions.begin() as session:
                 return work(session)
+        except IntegrityError as exc:
+            if not unique_reruns or not _is_unique_violation(exc):
+                raise
+            unique_reruns -= 1
+            log.info("unique-key conflict with a concurrent writer (%s); rerunning the transaction", exc.orig)
         except DBAPIError as exc:
             if not is_retryable(exc):
                 raise

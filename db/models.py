@@ -107,6 +107,9 @@ class Judgment(Base):
     vote_voters: Mapped[list[int] | None] = mapped_column(JSONText())
     vote_anchor_added: Mapped[bool | None] = mapped_column(Boolean)
     stage2_skipped: Mapped[bool] = mapped_column(Boolean)
+    # sha256 of (pair, model, config, order) for judgments recorded idempotently (a resumable file run): the
+    # store refuses a second row with the same key, so a rerun after a crash cannot duplicate. NULL otherwise.
+    idempotency_key: Mapped[str | None] = mapped_column(String(64), unique=True)
     # Derived at record time for the review queue (a judgment never changes afterwards).
     anchor_confidence: Mapped[float | None] = mapped_column(Double)  # Eq. 5 of the anchor; NULL: no anchor or -inf
     split_vote: Mapped[bool] = mapped_column(Boolean)  # both responses got votes

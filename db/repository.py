@@ -99,23 +99,65 @@ def list_pairs(session: Session, *, source: str | None, limit: int, offset: int)
 # --- judgments -------------------------------------------------------------------------------------
 
 
-def add_judgments(session: Session, *, judgments: Sequence[Judgment], swapped: bool) -> list[int]:
-    """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair."""
+def add_judgments(
+    session: Session, *, judgments: Sequence[Judgment], swapped: bool, idempotent: bool = False
+) -> list[int]:
+    """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair.
+
+    With `idempotent`, each judgment carries `judgment_key` and one already stored under its key is
+    not inserted again: its existing row id is returned in its place.
+    """
     pair_ids, _ = add_pairs(session, pairs=[j.pair for j in judgments])
-    ids = [
-        add_judgment(session, judgment=j, pair_id=p, swapped=swapped and k % 2 == 1)
-        for k, (j, p) in enumerate(zip(judgments, pair_ids))
-    ]
+    orders = [swapped and k % 2 == 1 for k in range(len(judgments))]
+    keys = [judgment_key(j, swapped=o) if idempotent else None for j, o in zip(judgments, orders)]
+    stored = _judgment_ids_by_key(session, [k for k in keys if k is not None])
+    ids, new = [], [False] * len(judgments)
+    for k, (j, p, o, key) in enumerate(zip(judgments, pair_ids, orders, keys)):
+        if key is not None and key in stored:
+            ids.append(stored[key])
+            continue
+        new[k] = True
+        judgment_id = add_judgment(session, judgment=j, pair_id=p, swapped=o, key=key)
+        if key is not None:
+            stored[key] = judgment_id  # the same judgment twice in one call is stored once
+        ids.append(judgment_id)
     if swapped:
         for k in range(0, len(ids), 2):
-            link_twins(session, original_id=ids[k], swapped_id=ids[k + 1])
+            if new[k] or new[k + 1]:  # a stored pair of twins is linked already
+                link_twins(session, original_id=ids[k], swapped_id=ids[k + 1])
     return ids
 
 
-def add_judgment(session: Session, *, judgment: Judgment, pair_id: int, swapped: bool) -> int:
+def judgment_key(judgment: Judgment, *, swapped: bool) -> str:
+    """The idempotency key of a judgment: its pair (every field), model, strategy, config and order.
+
+    Two judgments with one key were asked the same question of the same model in the same way, with
+    the same seed: a rerun's copy of one already stored.
+    """
+    return content_hash({
+        "pair_key": pair_key(judgment.pair),
+        "model": [judgment.model, judgment.model_revision, judgment.backend],
+        "strategy": judgment.strategy,
+        "config": dict(judgment.config),
+        "seed": judgment.seed,
+        "swapped": swapped,
+    })
+
+
+def _judgment_ids_by_key(session: Session, keys: Sequence[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in _chunks(list(dict.fromkeys(keys)), _IN_CHUNK):
+        stmt = select(m.Judgment.idempotency_key, m.Judgment.id).where(m.Judgment.idempotency_key.in_(chunk))
+        found.update({key: jid for key, jid in session.execute(stmt)})
+    return found
+
+
+def add_judgment(
+    session: Session, *, judgment: Judgment, pair_id: int, swapped: bool, key: str | None = None
+) -> int:
     """Insert a judgment with its samples and reflections; returns its row id."""
     # Core inserts of constant statements: compiled once and cached, several times faster than ORM objects.
-    values = _judgment_values(judgment, pair_id=pair_id, swapped=swapped)
+    values = {**_judgment_values(judgment, pair_id=pair_id, swapped=swapped), "idempotency_key": key}
     judgment_id = session.execute(_INSERT_JUDGMENT, values).scalar_one()
     if judgment.rollouts:
         session.execute(_INSERT_SAMPLE, [_sample_values(r, judgment_id, k) for k, r in enumerate(judgment.rollouts)])

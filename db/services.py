@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, make_url, text
+from sqlalchemy.exc import DatabaseError, DBAPIError
 from sqlalchemy.orm import Session
 
 from db import curation, exporting, repository, schema, training
@@ -55,16 +55,66 @@ def load_settings() -> Settings:
 
 @contextmanager
 def reachable(engine: Engine) -> Iterator[None]:
-    """Turn "cannot connect" into a `ConfigError` that names the database and what to check."""
+    """Turn "cannot connect" (or "not a database") into a `ConfigError` naming the database and what to check."""
     try:
         yield
-    except OperationalError as exc:
+    except DatabaseError as exc:  # OperationalError (cannot connect) is one; so is SQLite's "file is not a database"
         engine.dispose()
         url = engine.url.render_as_string(hide_password=True)
+        first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
         raise ConfigError(
-            f"cannot open the store at {url} ({str(exc.orig).strip()}): check the URL, that the file's folder "
+            f"cannot open the store at {url} ({first}): check the URL, that the file's folder "
             "exists, or that the database server is running"
         ) from exc
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL; None for other databases and in-memory SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    if parsed.database.startswith("file:"):  # a URI filename (?mode=ro&uri=true): SQLite resolves it itself
+        return None
+    return Path(parsed.database)
+
+
+def check_sqlite_file(path: Path, *, create: bool) -> None:
+    """Refuse, before anything writes to it, a SQLite path that is not a store this command may use.
+
+    Read through a read-only connection, so a file that is refused is left byte for byte as it was (an
+    engine connection would first switch it to WAL mode).
+
+    Raises:
+        ConfigError: the file is missing (and `create` is False), a folder, not a SQLite database, or
+            a database with tables that are not a ReflectRM store's.
+    """
+    if not path.exists():
+        if not create:
+            raise ConfigError(f"the database {str(path)!r} does not exist: check --db (a reading command never "
+                              "creates one)")
+        if not path.parent.is_dir():
+            raise ConfigError(
+                f"cannot open the store at {str(path)!r}: its folder does not exist: create it or fix --db"
+            )
+        return
+    if not path.is_file():
+        raise ConfigError(f"the database {str(path)!r} is a folder, not a SQLite file: pass a file path to --db")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        if "not a database" not in str(exc):  # e.g. a WAL store in a folder this user cannot write
+            raise ConfigError(f"cannot open the store at {str(path)!r} ({exc}): check the permissions of the file "
+                              "and its folder") from exc
+        raise ConfigError(f"{str(path)!r} is not a SQLite database ({exc}): point --db at a ReflectRM store "
+                          "or a new file") from exc
+    if tables and "alembic_version" not in tables:
+        raise ConfigError(f"{str(path)!r} holds tables but no store schema: point --db at a new or ReflectRM database")
+    if not tables and not create:
+        raise ConfigError(f"{str(path)!r} holds no ReflectRM store (it is empty): check --db")
 
 
 class JudgmentStore:
@@ -79,17 +129,45 @@ class JudgmentStore:
         self._writes, self._reads = session_factories(engine)
 
     @classmethod
-    def open(cls, url: str | None = None, *, settings: Settings | None = None) -> JudgmentStore:
+    def open(cls, url: str | None = None, *, settings: Settings | None = None, create: bool = True) -> JudgmentStore:
         """Open the store at `url` (default: REFLECTRM_DATABASE_URL, else ./reflectrm.db).
 
-        A new database gets the schema; one at an older schema revision must be upgraded first
+        A new database gets the schema (unless `create` is False: a command that only reads a store
+        never creates one); one at an older schema revision must be upgraded first
         (`reflectrm db upgrade`), which `ConfigError` says.
         """
         settings = settings or load_settings()
-        engine = make_engine(settings.database_url if url is None else normalise_url(url), settings)
+        url = settings.database_url if url is None else normalise_url(url)
+        path = sqlite_path(url)
+        if path is not None:
+            check_sqlite_file(path, create=create)
+        engine = make_engine(url, settings)
         with reachable(engine):
+            if not create and schema.current_revision(engine) is None:
+                engine.dispose()
+                raise ConfigError(f"{engine.url.render_as_string(hide_password=True)} holds no ReflectRM store: "
+                                  "check --db (a reading command never creates one)")
             schema.ensure_schema(engine)
         return cls(engine, settings)
+
+    def check_writable(self) -> None:
+        """Refuse a store this process cannot write (a read-only file, folder or server), before any work.
+
+        Runs an UPDATE that matches no row on each table a judgment writes: the database checks write
+        permission (and a read-only file or transaction) without changing anything.
+        """
+
+        def probe(s: Session) -> None:
+            for table in ("pairs", "judgments", "samples", "reflections"):
+                s.execute(text(f"UPDATE {table} SET id = id WHERE 1 = 0"))
+
+        try:
+            self._write(probe)
+        except DBAPIError as exc:
+            url = self.engine.url.render_as_string(hide_password=True)
+            first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+            raise ConfigError(f"the store at {url} cannot be written ({first}): fix its permissions "
+                              "(file and folder) or pass a writable --db") from exc
 
     def close(self) -> None:
         self.engine.dispose()
@@ -122,14 +200,20 @@ class JudgmentStore:
     def list_pairs(self, *, source: str | None = None, limit: int = 100, offset: int = 0) -> list[StoredPair]:
         return self._read(lambda s: repository.list_pairs(s, source=source, limit=limit, offset=offset))
 
-    def record(self, judgments: Sequence[Judgment], *, swapped: bool) -> list[int]:
+    def record(self, judgments: Sequence[Judgment], *, swapped: bool, idempotent: bool = False) -> list[int]:
         """Store judgments with their samples and reflections; returns their row ids, in order.
 
         With `swapped=True` the list holds [original, swapped] pairs one after the other (as
         `judge_both_orders` returns them), and the two judgments of each are linked.
+
+        With `idempotent=True` (a resumable run) each judgment is keyed by its pair, model, config
+        and order (`repository.judgment_key`, a unique column): recording it again, after a crash
+        between storing and writing its output, returns the existing id instead of a second row.
         """
         _check_swapped(judgments, swapped=swapped)
-        return self._write(lambda s: repository.add_judgments(s, judgments=judgments, swapped=swapped))
+        return self._write(
+            lambda s: repository.add_judgments(s, judgments=judgments, swapped=swapped, idempotent=idempotent)
+        )
 
     def load(self, judgment_id: int) -> StoredJudgment:
         """A judgment exactly as recorded (`load(id).judgment == recorded`)."""

@@ -13,16 +13,48 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
+import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
-from reflectrm.errors import InputError
+from reflectrm.errors import InputError, ReflectRMError
+
+
+def error_line(exc: BaseException) -> str | None:
+    """One line for an error a command can meet in the world (a file, an encoding, a database); None for a bug.
+
+    The `reflectrm` command prints it and exits 2, whatever part raised it: precise checks come first
+    where a better message is possible, and this catches what they cannot foresee (a full disk, a
+    file that vanished, a database server that went away), never with a traceback.
+    """
+    if isinstance(exc, ReflectRMError):
+        text = str(exc)
+    elif isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        text = f"{exc.strerror or exc}{where}: check the path, its permissions and the free disk space"
+    elif isinstance(exc, UnicodeError):
+        text = f"text that is not valid UTF-8 ({exc}): save files as UTF-8 and fix any unpaired \\uD800-\\uDFFF escape"
+    elif isinstance(exc, RecursionError):
+        text = "input nested too deeply to read: fix the data"
+    elif _is_database_error(exc):
+        orig = getattr(exc, "orig", None) or exc
+        text = f"the database failed ({type(orig).__name__}: {orig}): check --db, its permissions and the server"
+    else:
+        return None
+    return " ".join(text.split())  # one line, whatever the message held
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")  # loaded only by commands that use the store
+    return sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.SQLAlchemyError)
 
 
 def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any] | None = None) -> None:
@@ -72,11 +104,14 @@ def config_from_args(args: argparse.Namespace) -> JudgeConfig:
 def _pair_from_args(args: argparse.Namespace) -> PreferencePair:
     if args.response_1 is None or args.response_2 is None:
         raise InputError("give --response-1 and --response-2 (or --input FILE.jsonl)")
+    for name in ("query", "messages", "response_1", "response_2"):
+        _check_text(getattr(args, name) or "", where=f"--{name.replace('_', '-')}")
     if args.messages is not None:
         try:
             messages = json.loads(args.messages)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--messages is not valid JSON ({exc.msg}): pass a list of {{role, content}} objects") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InputError(f"--messages is not valid JSON ({getattr(exc, 'msg', 'nested too deeply')}): "
+                             "pass a list of {role, content} objects") from exc
         return PreferencePair.from_dict({"messages": messages, "response_1": args.response_1,
                                          "response_2": args.response_2, "label": args.label})
     if args.query is None:
@@ -84,23 +119,28 @@ def _pair_from_args(args: argparse.Namespace) -> PreferencePair:
     return PreferencePair.from_query(args.query, args.response_1, args.response_2, label=args.label)
 
 
+def _check_text(text: str, *, where: str) -> None:
+    """Refuse text a model cannot read: a lone surrogate (a JSON escape like \\ud800, or undecodable argv bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where}: holds {text[exc.start]!r}, a lone surrogate that is not a character: "
+                         "fix the text (an unpaired \\uD800-\\uDFFF escape, or bytes that are not UTF-8)") from None
+
+
 def read_pairs(path: Path) -> list[PreferencePair]:
     """Every pair of a JSONL file, validated up front: a bad line aborts before anything is judged."""
     if not path.is_file():
-        raise InputError(f"input file {str(path)!r} does not exist: check the path")
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise InputError(f"input file {str(path)!r} {what}: check the path")
     pairs, seen = [], set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # the byte-order mark Notepad and Excel write
+            pair = _pair_from_line(raw, where=f"{path}:{lineno}")
+            if pair is None:
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg}): fix or remove the line") from exc
-            try:
-                pair = PreferencePair.from_dict(obj)
-            except InputError as exc:
-                raise InputError(f"{path}:{lineno}: {exc}") from exc
             if pair.id in seen:
                 raise InputError(f"{path}:{lineno}: duplicate id {pair.id!r}: give every pair a unique id")
             seen.add(pair.id)
@@ -110,23 +150,140 @@ def read_pairs(path: Path) -> list[PreferencePair]:
     return pairs
 
 
-def done_ids(path: Path) -> set[str]:
-    """Ids already judged in an output file; a torn last line (from a kill) is cut off."""
+def _pair_from_line(raw: bytes, *, where: str) -> PreferencePair | None:
+    """The pair on one JSONL line (None for a blank line); every way it can be wrong is an `InputError`."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}): "
+                         "save the file as UTF-8") from None
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg}): fix or remove the line") from exc
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to be a pair: fix or remove the line") from None
+    try:
+        pair = PreferencePair.from_dict(obj)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from exc
+    for message in pair.conversation:
+        _check_text(message.content, where=where)
+    _check_text(pair.response_1 + pair.response_2, where=where)
+    return pair
+
+
+# --- the output file: appended to only once it is proven to be this command's own ----------------------
+
+_LINE_FIELDS = {"id": str, "pair": dict, "strategy": str, "rollouts": list, "config": dict}
+_LINE_START = b'{"id": '  # how every line this command writes begins (json.dumps of {"id": ..., ...})
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPlan:
+    """What a rerun finds in an output file.
+
+    Attributes:
+        done: ids of the pairs judged there already.
+        keep: bytes of the file that are whole judgment lines; a torn last line past them (a killed
+            run's) is cut when the first new line is written, not before.
+        newline: the last judgment lacks its final newline (written before the next line).
+    """
+
+    path: Path
+    done: frozenset[str]
+    keep: int
+    newline: bool
+
+
+def check_output(path: Path, *, input_path: Path | None, config: JudgeConfig, swap: bool) -> OutputPlan:
+    """Check `--output` before any model work: a writable new file, or this command's own judgments.
+
+    Raises:
+        InputError: the output is the input file, a folder, not writable, or holds anything but
+            judgments made with these options (the file is left as it was).
+    """
+    if input_path is not None and _same_file(path, input_path):
+        raise InputError(f"--output {str(path)!r} is the --input file: pass another --output (judging never "
+                         "rewrites its input)")
     if not path.exists():
-        return set()
-    raw = path.read_bytes()
-    good_end = raw.rfind(b"\n") + 1
-    if good_end != len(raw):  # a partial last line: drop it so the rerun redoes that pair
-        with path.open("r+b") as fh:
-            fh.truncate(good_end)
-    ids = set()
-    for lineno, line in enumerate(raw[:good_end].decode("utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                ids.add(json.loads(line)["id"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{lineno}: not a judgment line: pass a different --output") from exc
-    return ids
+        folder = path.parent
+        if not folder.is_dir():
+            raise InputError(f"the folder of --output {str(path)!r} does not exist: create it or fix the path")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(f"cannot create --output {str(path)!r}: its folder is not writable")
+        return OutputPlan(path=path, done=frozenset(), keep=0, newline=False)
+    if not path.is_file():
+        raise InputError(f"--output {str(path)!r} is a folder (or not a file): pass a file path")
+    if not os.access(path, os.W_OK):
+        raise InputError(f"--output {str(path)!r} is not writable: fix its permissions or pass another --output")
+    return _plan_resume(path, path.read_bytes(), config=config, swap=swap)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _plan_resume(path: Path, raw: bytes, *, config: JudgeConfig, swap: bool) -> OutputPlan:
+    keep = raw.rfind(b"\n") + 1
+    lines = raw[:keep].split(b"\n")[:-1] if keep else []
+    done = {_judgment_id(line, where=f"{path}:{k}", config=config, swap=swap)
+            for k, line in enumerate(lines, 1) if line.strip()}
+    tail = raw[keep:]
+    if not tail.strip():
+        return OutputPlan(path=path, done=frozenset(done), keep=len(raw), newline=False)
+    try:  # a last line that is whole but lacks its newline (a run killed between the two writes, or an editor)
+        done.add(_judgment_id(tail, where=f"{path}:{len(lines) + 1}", config=config, swap=swap))
+        return OutputPlan(path=path, done=frozenset(done), keep=len(raw), newline=True)
+    except InputError:
+        if not tail.startswith(_LINE_START):  # not the start of a line this command writes: not a torn judgment
+            raise
+    return OutputPlan(path=path, done=frozenset(done), keep=keep, newline=False)
+
+
+def _judgment_id(line: bytes, *, where: str, config: JudgeConfig, swap: bool) -> str:
+    """The pair id of one output line, after checking it is a judgment made with these options."""
+    fix = "pass a new --output, or rerun with the options that made this file"
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise InputError(f"{where}: not a judgment line (this is not an output of `reflectrm judge`): "
+                         "pass a new --output") from None
+    if not isinstance(obj, dict) or any(not isinstance(obj.get(k), t) for k, t in _LINE_FIELDS.items()):
+        raise InputError(f"{where}: not a judgment line (this is not an output of `reflectrm judge`): "
+                         "pass a new --output")
+    if ("swapped" in obj) != swap:
+        raise InputError(f"{where}: judged {'with' if 'swapped' in obj else 'without'} --swap: {fix}")
+    ours = config.to_dict()
+    theirs = obj["config"]
+    changed = sorted((k not in theirs, k) for k in set(ours) | set(theirs) if theirs.get(k) != ours.get(k))
+    if changed:
+        k = changed[0][1]  # a field the file names first: the likeliest difference the user made
+        raise InputError(f"{where}: judged with {k}={theirs.get(k)!r}, this run has {k}={ours.get(k)!r}: {fix}")
+    return obj["id"]
+
+
+def _open_output(plan: OutputPlan) -> BinaryIO:
+    """The output file opened for appending; a torn last line is cut now, when new work is ready to write."""
+    out = plan.path.open("r+b" if plan.path.exists() else "wb")
+    out.truncate(plan.keep)
+    out.seek(plan.keep)
+    if plan.newline:
+        out.write(b"\n")
+    return out
+
+
+def _json_line(obj: dict[str, Any]) -> bytes:
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a stored pair: \\u-escape it, still valid UTF-8 JSON
+        return (json.dumps(obj, ensure_ascii=True) + "\n").encode("ascii")
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -135,13 +292,22 @@ def cmd_judge(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if args.input is None and args.output is not None:
         raise InputError("--output needs --input FILE.jsonl")
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
     pairs = read_pairs(args.input) if args.input else [_pair_from_args(args)]
+    plan = None
+    if args.input is not None:  # every precondition before the model loads: it takes minutes on a real judge
+        out_path = args.output or args.input.with_suffix(".judgments.jsonl")
+        plan = check_output(out_path, input_path=args.input, config=config, swap=args.swap)
     with contextlib.ExitStack() as stack:
-        store = stack.enter_context(args.open_store(args.db)) if getattr(args, "db", None) else None
+        store = None
+        if getattr(args, "db", None) is not None:  # `--db ""` is an error (the store says so), not "no store"
+            store = stack.enter_context(args.open_store(args.db))
+            store.check_writable()
         backend = load_backend(args.model, backend=args.backend, device=args.device)
-        if args.input is None:
+        if plan is None:
             return _judge_one(args, pairs[0], backend, config, store)
-        return _judge_file(args, pairs, backend, config, store)
+        return _judge_file(args, pairs, plan, backend, config, store)
 
 
 def _judge_one(args: argparse.Namespace, pair: PreferencePair, backend: Any, config: JudgeConfig, store: Any) -> int:
@@ -170,20 +336,23 @@ def _judge_one(args: argparse.Namespace, pair: PreferencePair, backend: Any, con
     return 0
 
 
-def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], backend: Any, config: JudgeConfig, store: Any) -> int:
+def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], plan: OutputPlan, backend: Any,
+                config: JudgeConfig, store: Any) -> int:
     from tqdm import tqdm
 
     from reflectrm.pipeline import judge_many, orders_agree
 
-    out_path: Path = args.output or args.input.with_suffix(".judgments.jsonl")
-    done = done_ids(out_path)
-    todo = [p for p in pairs if p.id not in done]
+    todo = [p for p in pairs if p.id not in plan.done]
     expanded = [q for p in todo for q in ((p, p.swapped()) if args.swap else (p,))]
     per_pair = 2 if args.swap else 1
-    with out_path.open("a", encoding="utf-8") as out, tqdm(total=len(pairs), initial=len(pairs) - len(todo),
-                                                           unit="pair", file=sys.stderr, disable=None) as bar:
+    judged = judge_many(expanded, backend, config, batch_size=args.batch_size * per_pair)
+    first = next(judged, None)  # the first judgment is in hand before the file is touched
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(_open_output(plan)) if first is not None else None
+        bar = stack.enter_context(tqdm(total=len(pairs), initial=len(pairs) - len(todo), unit="pair",
+                                       file=sys.stderr, disable=None))
         buffer: list[Any] = []
-        for j in judge_many(expanded, backend, config, batch_size=args.batch_size * per_pair):
+        for j in itertools.chain([first] if first is not None else [], judged):
             buffer.append(j)
             if len(buffer) < per_pair:
                 continue
@@ -191,11 +360,12 @@ def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], backend: 
             if args.swap:
                 line["swapped"] = buffer[1].to_dict()
                 line["orders_agree"] = orders_agree(*buffer)
-            if store:
-                store.record(buffer, swapped=args.swap)
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")  # one write per line: never half a pair
+            if store:  # idempotent: a rerun after a crash between these two writes finds the stored rows
+                store.record(buffer, swapped=args.swap, idempotent=True)
+            assert out is not None  # opened with the first judgment
+            out.write(_json_line(line))  # one write per line: never half a pair
             out.flush()
             buffer = []
             bar.update(1)
-    print(f"judged {len(todo)} pair(s), skipped {len(pairs) - len(todo)} already in {out_path}", file=sys.stderr)
+    print(f"judged {len(todo)} pair(s), skipped {len(pairs) - len(todo)} already in {plan.path}", file=sys.stderr)
     return 0

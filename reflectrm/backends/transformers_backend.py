@@ -62,6 +62,8 @@ class TransformersBackend:
         self.pad_id = _pad_id(tokenizer)
         self.stop_ids = _stop_ids(model, tokenizer)
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+        # The longest vocabulary entry: no prompt of more than max_context x this many characters can fit.
+        self.max_token_chars = max(map(len, tokenizer.get_vocab()), default=1)
 
     @classmethod
     def from_pretrained(cls, model_id: str, *, device: str = "auto", dtype: str = "auto", **kw: Any) -> TransformersBackend:
@@ -92,6 +94,12 @@ class TransformersBackend:
     # -- protocol -------------------------------------------------------------------------------
 
     def check_prompt(self, prompt: Sequence[ChatMessage], *, max_new_tokens: int) -> None:
+        chars = sum(len(m.content) for m in prompt)
+        if chars > self.max_context * self.max_token_chars:  # surely too long: refuse before tokenising it all
+            raise ContextLengthError(
+                f"the prompt is {chars:,} characters, more than the model's context of {self.max_context} tokens "
+                f"can hold (a token covers at most {self.max_token_chars} characters): shorten the query or responses"
+            )
         n = len(self.encode(prompt))
         if n + max_new_tokens > self.max_context:
             raise ContextLengthError(

@@ -10,6 +10,10 @@ from reflectrm.core.confidence import DEFAULT_BOTTOM_FRAC
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX
 from reflectrm.errors import ConfigError
 
+MAX_SAMPLES = 64
+"""Stage-1 samples per pair, at most (the paper uses 8, its matched-compute baseline 15): memory grows with
+n x batch size, and n = 10,000 grew past 6 GB before one judgment came out."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JudgeConfig:
@@ -39,6 +43,12 @@ class JudgeConfig:
         _positive_int("max_new_tokens", self.max_new_tokens)
         _positive_int("reflection_max_new_tokens", self.reflection_max_new_tokens)
         _positive_int("matched_compute_n", self.matched_compute_n)
+        for name in ("n", "matched_compute_n"):
+            if getattr(self, name) > MAX_SAMPLES:
+                raise ConfigError(
+                    f"{name} is {getattr(self, name)}, over the limit of {MAX_SAMPLES}: each sample is a full "
+                    f"generation held in memory for the whole batch (the paper uses 8); lower {name}"
+                )
         for name in ("temperature", "reflection_temperature"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):

@@ -20,6 +20,11 @@ Choice = Literal[1, 2]
 
 ROLES = ("system", "user", "assistant")
 
+MAX_PAIR_CHARS = 2_000_000
+"""Characters in a pair's conversation and both responses together, at most: about 500k tokens, past the
+context of any judge this runs, so a larger pair is refused at once instead of after minutes of tokenising
+(each backend then checks the exact prompt against its own model's context)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
@@ -86,6 +91,12 @@ class PreferencePair:
                 raise InputError(f"{name} is empty: give both responses some text")
         if self.label not in (None, 1, 2):
             raise InputError(f"label must be 1 or 2 (or absent), got {self.label!r}")
+        size = len(self.response_1) + len(self.response_2) + sum(len(m.content) for m in self.conversation)
+        if size > MAX_PAIR_CHARS:
+            raise InputError(
+                f"the pair is {size:,} characters, over the limit of {MAX_PAIR_CHARS:,} (more than any judge's "
+                "context holds): shorten the conversation or the responses"
+            )
         if not self.id:
             object.__setattr__(self, "id", self.fingerprint()[:16])
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -121,15 +122,17 @@ def cmd_build_data(args: argparse.Namespace) -> int:
                         mix=parse_mix(args.mix), seed=args.seed)
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
+    # Every input is read and checked before the model loads and rolls out (minutes on a real judge).
+    _check_out_folder(args.out)
     judgments = _read_judgments(args.judgments) if args.judgments else []
+    pairs = read_pairs(args.pairs) if args.pairs is not None else []
+    extra = [e for path in args.extra for e in read_examples(path, origin=path.name)]
+    eval_pairs = read_pairs(args.eval) if args.eval else []
     if args.pairs is not None:
         from reflectrm.backends import load_backend
 
-        pairs = read_pairs(args.pairs)
         backend = load_backend(args.model, device=args.device)
         judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size, progress=_progress_bar())
-    extra = [e for path in args.extra for e in read_examples(path, origin=path.name)]
-    eval_pairs = read_pairs(args.eval) if args.eval else []
     built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
     snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
         "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
@@ -160,17 +163,25 @@ def mix_line(built: Any) -> str:
             f"{m['unparseable_is_incorrect']})")
 
 
+def _check_out_folder(out: Path) -> None:
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InputError(f"--out {str(out)!r} cannot be a folder: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"--out {str(out)!r}: {str(existing)!r} is not writable")
+
+
 def _read_judgments(path: Path) -> list[Any]:
     from reflectrm.core.types import Judgment
 
     if not path.is_file():
         raise InputError(f"judgments file {str(path)!r} does not exist: check the path")
     out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
+    for lineno, raw in enumerate(path.read_bytes().splitlines(), 1):
+        if raw.strip():
             try:
-                out.append(Judgment.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                out.append(Judgment.from_dict(json.loads(raw.decode("utf-8"))))
+            except (UnicodeDecodeError, RecursionError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"{path}:{lineno}: not a judgment line ({exc}): pass `reflectrm judge --output` lines") from exc
     return out
 
@@ -207,8 +218,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def cmd_train(args: argparse.Namespace) -> int:
     from reflectrm.demo import DEMO_MODEL_DIR
 
+    from reflectrm.training.grpo import check_train_inputs
+
     config = config_from_args(args)
     model = args.model or str(DEMO_MODEL_DIR)
+    check_train_inputs(args.data, model=model, output_dir=args.output, config=config)
     if args.detach:
         from reflectrm.training import jobs
 
@@ -269,8 +283,9 @@ def _progress_line(p: Any) -> str:
 
 
 def cmd_train_status(args: argparse.Namespace) -> int:
-    from reflectrm.training.runs import read_progress
+    from reflectrm.training.runs import check_run_dir, read_progress
 
+    check_run_dir(args.run_dir)
     p = read_progress(args.run_dir)
     if args.json:
         d = {k: v for k, v in asdict(p).items() if k not in ("metrics",)}
@@ -288,15 +303,18 @@ def cmd_train_status(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point for `python -m reflectrm.training.cli` (what `accelerate launch -m` runs)."""
-    from reflectrm.errors import ReflectRMError
+    from reflectrm.cli import error_line
 
     parser = argparse.ArgumentParser(prog="reflectrm-train")
     register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ReflectRMError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        line = error_line(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
 
 

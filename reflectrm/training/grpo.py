@@ -105,7 +105,13 @@ class TrainConfig:
             _positive_int("cpu_threads", self.cpu_threads)
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise ConfigError(f"max_time_s must be > 0 seconds (or None: no budget), got {self.max_time_s!r}")
-        if self.max_steps <= 0 and not self.epochs > 0:
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or not (
+            self.max_steps == -1 or self.max_steps >= 1
+        ):  # 0 and other negatives used to mean "all epochs" silently
+            raise ConfigError(
+                f"max_steps must be a whole number >= 1 (or -1: run for `epochs`), got {self.max_steps!r}"
+            )
+        if self.max_steps == -1 and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
         unknown = sorted(set(self.reward_weights) - set(REWARDS))
         if unknown or not self.reward_weights:
@@ -216,6 +222,39 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
     )
 
 
+def check_lr_scheduler(name: str) -> None:
+    """Refuse a learning-rate schedule transformers does not know, before a run folder or model is touched."""
+    if name == TIME_DECAY:
+        return
+    from transformers.trainer_utils import SchedulerType  # late: a config must not import transformers
+
+    known = [s.value for s in SchedulerType]
+    if name not in known:
+        raise ConfigError(f"lr_scheduler {name!r} is unknown: use one of {', '.join(known)} or {TIME_DECAY}")
+
+
+def check_run_folder(output_dir: str | Path) -> None:
+    """Refuse a run folder path that is a file, or whose parent cannot be created or written."""
+    root = Path(output_dir)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"the run folder {str(root)!r} is a file: pass a folder path to --output")
+    existing = next((p for p in (root, *root.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InputError(f"cannot create the run folder {str(root)!r}: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write the run folder {str(root)!r}: {str(existing)!r} is not writable")
+
+
+def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, config: TrainConfig) -> None:
+    """Every precondition of a run that needs no model: checked before the run folder is made or touched."""
+    check_run_folder(output_dir)
+    check_lr_scheduler(config.lr_scheduler)
+    check_model(model)
+    if not Path(data).is_dir():
+        raise InputError(f"dataset {str(data)!r} does not exist: pass a folder written by `reflectrm build-data` "
+                         "or an export with --format hf")
+
+
 def lora_config(config: TrainConfig) -> Any:
     peft = require("peft", extra="train")
     return peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
@@ -270,6 +309,7 @@ def train(
     The run folder records status, metrics and completions as it goes; a failure is recorded as
     `failed` with its error before the exception propagates.
     """
+    check_train_inputs(data, model=model, output_dir=output_dir, config=config)
     files = RunFiles(Path(output_dir))
     files.root.mkdir(parents=True, exist_ok=True)
     main = _is_main_process()  # under accelerate launch every process runs this; one writes the status

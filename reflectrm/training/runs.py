@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from reflectrm.errors import InputError
+
 STATES = ("starting", "running", "completed", "cancelled", "failed", "interrupted")
 """`interrupted`: the status says starting/running but its process is gone (killed, machine restarted)."""
 FINISHED = ("completed", "cancelled", "failed", "interrupted")
@@ -223,6 +225,17 @@ class RunProgress:
     @property
     def fraction(self) -> float:
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+
+def check_run_dir(run_dir: str | Path) -> None:
+    """Refuse a path that holds no training run (a typo would otherwise read as an "interrupted" run)."""
+    files = RunFiles(Path(run_dir))
+    if not files.root.exists():
+        raise InputError(f"run folder {str(files.root)!r} does not exist: pass the --output of `reflectrm train`")
+    if not files.root.is_dir():
+        raise InputError(f"{str(files.root)!r} is a file, not a run folder: pass the --output of `reflectrm train`")
+    if not (files.run.exists() or files.status.exists() or list_checkpoints(files.root)):
+        raise InputError(f"{str(files.root)!r} holds no training run: pass the --output of `reflectrm train`")
 
 
 def read_progress(run_dir: str | Path, *, completions: int = 16, log_chars: int = 4000) -> RunProgress:
