@@ -28,7 +28,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.pipeline import judge_many, orders_agree, rejudge
+from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, orders_agree, rejudge
 
 from app.records import (
     AuditResult,
@@ -41,7 +41,7 @@ from app.records import (
     ReviewItem,
     SubsetStats,
 )
-from app.resources import CancelTokens, GuardedBackend, ModelHolder, Progress, ReviewLeases, warm_up_generation
+from app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
 from app.settings import AppSettings
 from app.training import TrainingService, default_runs_dir
 
@@ -197,8 +197,8 @@ class AppServices:
         self.model.switch(lambda: _load_backend(self.settings, model=path), name=path)
         return path
 
-    def _backend(self, cancel: threading.Event | None = None, progress: Progress | None = None) -> GuardedBackend:
-        return GuardedBackend(self.model.get(), self._generation_lock, cancel, progress)
+    def _backend(self, cancel: threading.Event | None = None) -> GuardedBackend:
+        return GuardedBackend(self.model.get(), self._generation_lock, cancel)
 
     # --- data sets ---------------------------------------------------------------------------------------
 
@@ -233,12 +233,12 @@ class AppServices:
         strategy: str | None = None,
         seed: int | None = None,
         cancel: threading.Event | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> JudgeResult:
         """Judge one pair and record it."""
         config = self._config(strategy, seed)
-        backend = self._backend(cancel, progress)
-        [judgment] = list(judge_many([pair], backend, config))
+        backend = self._backend(cancel)
+        [judgment] = list(judge_many([pair], backend, config, progress=progress))
         [jid] = self.store.record([judgment], swapped=False)
         return JudgeResult(judgment_id=jid, judgment=judgment, generated=backend.calls)
 
@@ -279,11 +279,12 @@ class AppServices:
         *,
         seed: int | None = None,
         cancel: threading.Event | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> AuditResult:
         """Judge a pair in both orders and record them as twins."""
-        backend = self._backend(cancel, progress)
-        original, swapped = judge_many([pair, pair.swapped()], backend, self._config(None, seed), batch_size=2)
+        backend = self._backend(cancel)
+        original, swapped = judge_many([pair, pair.swapped()], backend, self._config(None, seed), batch_size=2,
+                                       progress=progress)
         ids = self.store.record([original, swapped], swapped=True)
         return AuditResult(original=JudgeResult(judgment_id=ids[0], judgment=original, generated=backend.calls),
                            swapped=JudgeResult(judgment_id=ids[1], judgment=swapped, generated=backend.calls))
@@ -295,7 +296,7 @@ class AppServices:
         sample: int = 0,
         seed: int = 0,
         cancel: threading.Event | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> BatchAuditReport:
         """Audit every pair of a data set (or a seeded random sample of `sample`) in both orders."""
         started = time.perf_counter()
@@ -306,7 +307,8 @@ class AppServices:
             done.extend((a.original.judgment, a.swapped.judgment) for a in results)
             flipped.extend(_flipped_item(a) for a in results if a.agree is False)
             if progress:
-                progress(batch_done / len(pairs), f"audited {batch_done} of {len(pairs)} pairs")
+                progress(Progress(stage=Stage.DECIDED, done=batch_done, total=len(pairs), pairs_done=batch_done,
+                                  pairs_total=len(pairs)))
         return BatchAuditReport(source=source, subsets=tuple(audit_stats(done)), flipped=tuple(flipped),
                                 seconds=time.perf_counter() - started)
 

@@ -21,6 +21,7 @@ from app.records import ExampleFilter, JudgeResult, ReviewItem, TrainRequest
 from app.services import AppServices, build_pair, parse_day, parse_ids, parse_marks
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.pipeline import Progress, ProgressCallback
 
 LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
 STRATEGY_NAMES = tuple(STRATEGIES)
@@ -78,11 +79,9 @@ def _session(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "anonymous"
 
 
-def _progress_adapter(progress: gr.Progress) -> Callable[[float | None, str], None]:
-    def report(fraction: float | None, desc: str) -> None:
-        if fraction is None:
-            fraction = 0.5 if desc.startswith("stage 2") else 0.05
-        progress(fraction, desc=desc)
+def _progress_adapter(progress: gr.Progress) -> ProgressCallback:
+    def report(event: Progress) -> None:
+        progress(event.fraction, desc=str(event))
 
     return report
 

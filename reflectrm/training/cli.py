@@ -157,13 +157,17 @@ def _read_judgments(path: Path) -> list[Any]:
 def _progress_bar() -> Any:
     from tqdm import tqdm
 
+    from reflectrm.pipeline import Progress, Stage
+
     bar = tqdm(unit="pair", file=sys.stderr, disable=None, desc="rollouts")
 
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
+    def update(event: Progress) -> None:
+        if event.stage is not Stage.DECIDED:
+            return
+        bar.total = event.total
+        bar.n = event.done
         bar.refresh()
-        if done >= total:
+        if event.done >= event.total:
             bar.close()
 
     return update

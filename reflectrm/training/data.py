@@ -141,7 +141,7 @@ def collect_rollouts(
     config: DataConfig,
     *,
     batch_size: int = 8,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[Any], None] | None = None,  # receives `reflectrm.pipeline.Progress` events
 ) -> list[Judgment]:
     """Sample `config.n` analyses per labelled pair at `config.temperature` (stage 1 only)."""
     from reflectrm.core.config import JudgeConfig
