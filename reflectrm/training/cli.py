@@ -188,10 +188,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from reflectrm.demo import DEMO_MODEL_DIR
+    from reflectrm.defaults import default_model
 
     config = config_from_args(args)
-    model = args.model or str(DEMO_MODEL_DIR)
+    model = default_model(args.model)
     if args.detach:
         from reflectrm.training import jobs
 

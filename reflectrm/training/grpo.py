@@ -98,9 +98,10 @@ class TrainConfig:
             raise ConfigError(f"max_time_s must be > 0 seconds (or None: no budget), got {self.max_time_s!r}")
         if self.max_steps <= 0 and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
-        unknown = sorted(set(self.reward_weights) - set(REWARDS))
+        unknown = sorted(name for name in self.reward_weights if name not in REWARDS)
         if unknown or not self.reward_weights:
-            raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)}")
+            raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)} "
+                              "or a package.module:function")
         if self.lr_scheduler == TIME_DECAY and self.max_time_s is None:
             raise ConfigError(f"lr_scheduler {TIME_DECAY!r} decays over the time budget: set max_time_s too")
         if self.scale_rewards not in ("group", "batch", "none"):
