@@ -6,13 +6,14 @@ import re
 import sys
 import tomllib
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.test_architecture import ROOT, _imports
+from tests.test_architecture import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 EXTRAS: dict[str, list[Requirement]] = {k: [Requirement(r) for r in v]
@@ -90,7 +91,8 @@ def test_the_store_extra_provides_every_module_the_store_imports_at_load_time():
     assert missing == set()
 
 
-def _top_level_imports(path):  # noqa: ANN001, ANN202 - imports outside functions (lazy ones use `require`)
+def _top_level_imports(path: Path) -> set[str]:
+    """Imports outside functions and classes (the lazy ones go through `require`, which names the extra)."""
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
