@@ -162,7 +162,7 @@ class AppServices:
     def __post_init__(self) -> None:
         if self.training is None:
             url = self.store.engine.url.render_as_string(hide_password=False)
-            runs_dir = Path(self.settings.runs_dir or default_runs_dir(url)).resolve()  # the app may restart elsewhere
+            runs_dir = Path(self.settings.app.runs_dir or default_runs_dir(url)).resolve()  # the app may restart elsewhere
             self.training = TrainingService(store=self.store, settings=self.settings, runs_dir=runs_dir,
                                             active_judge=lambda: self.model.name)
             self.training.reconcile()  # runs that were going when the app last stopped: now interrupted
@@ -170,13 +170,13 @@ class AppServices:
     @classmethod
     def start(cls, settings: AppSettings, *, backend: Backend | None = None) -> AppServices:
         """Open the store and (in the background) the model the settings name."""
-        store = JudgmentStore.open(settings.database_url)
+        store = JudgmentStore.open(settings=settings.store)
         if backend is not None:
             holder = ModelHolder(lambda: backend, name=backend.model_id)
         else:
-            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.warm_up else None,
-                                 name=settings.model or str(DEMO_MODEL_DIR))
-            if settings.warm_up:
+            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.generation.warm_up else None,
+                                 name=settings.generation.model or str(DEMO_MODEL_DIR))
+            if settings.generation.warm_up:
                 holder.warm_up()
         return cls(store=store, settings=settings, model=holder)
 
@@ -185,7 +185,7 @@ class AppServices:
 
     def active_judge(self) -> str:
         """The model the app judges with now (a path or Hugging Face id)."""
-        return self.model.name or self.settings.model or str(DEMO_MODEL_DIR)
+        return self.model.name or self.settings.generation.model or str(DEMO_MODEL_DIR)
 
     def use_judge(self, run_id: int, checkpoint: str) -> str:
         """Make a training run's checkpoint the judge every later judgment uses; returns its path.
@@ -326,7 +326,7 @@ class AppServices:
         self, pairs: Sequence[PreferencePair], *, seed: int, cancel: threading.Event | None
     ) -> Iterator[tuple[int, list[AuditResult]]]:
         """Judge and record both orders batch by batch (Stop takes effect between generation calls)."""
-        size = self.settings.audit_batch_size
+        size = self.settings.app.audit_batch_size
         config = self._config(None, seed)
         for start in range(0, len(pairs), size):
             chunk = pairs[start : start + size]
@@ -376,7 +376,7 @@ class AppServices:
         """Save a person's verdict (a new correction, or an edit of the judgment's active one)."""
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
-        author = author.strip() or self.settings.author
+        author = author.strip() or self.settings.app.author
         active = self.store.corrections(judgment_id=int(judgment_id), include_withdrawn=False)
         if active:
             return self.store.edit_correction(active[0].id, author=author, verdict=verdict, note=note,
@@ -466,10 +466,11 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
 def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend:
     from reflectrm.backends import load_backend
 
-    threads = settings.torch_threads()
+    threads = settings.generation.torch_threads()
     if threads is not None:
         import torch  # the transformers backend's dependency; set before the first generation
 
         torch.set_num_threads(threads)
 
-    return load_backend(model or settings.model, backend=settings.backend, device=settings.device)
+    return load_backend(model or settings.generation.model, backend=settings.generation.backend,
+                        device=settings.generation.device)

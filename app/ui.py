@@ -154,8 +154,8 @@ def _judge_tab(services: AppServices) -> _JudgeView:
                                      height=120, elem_id="judge-upload")
             label = gr.Radio(list(LABELS), value="unknown", label="Known better response", elem_id="judge-label")
             with gr.Row():
-                strategy = gr.Dropdown(list(STRATEGY_NAMES), value=settings.strategy, label="Strategy")
-                seed = gr.Number(value=settings.seed, precision=0, label="Seed")
+                strategy = gr.Dropdown(list(STRATEGY_NAMES), value=settings.judge.strategy, label="Strategy")
+                seed = gr.Number(value=settings.judge.seed, precision=0, label="Seed")
             with gr.Row():
                 run = gr.Button("Judge", variant="primary", elem_id="judge-run")
                 audit = gr.Button("Audit both orders", elem_id="judge-audit")

@@ -96,11 +96,11 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
     from db import schema
     from db.engine import make_engine
-    from db.services import load_settings, reachable
-    from db.settings import normalise_url
+    from db.services import reachable
+    from db.settings import load_settings, normalise_url
     from reflectrm.errors import ConfigError
 
-    settings = load_settings()
+    settings = load_settings().store
     engine = make_engine(settings.database_url if args.db is None else normalise_url(args.db), settings)
     url = engine.url.render_as_string(hide_password=True)
     try:
