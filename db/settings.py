@@ -156,8 +156,8 @@ class _ShortEnvSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
-        short = {name: env[f"{ENV_PREFIX}{name.upper()}"] for name in SHORT_NAMES if f"{ENV_PREFIX}{name.upper()}" in env}
-        return _routed(short)
+        names = {name: f"{ENV_PREFIX}{name.upper()}" for name in SHORT_NAMES}
+        return _routed({name: env[var] for name, var in names.items() if var in env})
 
 
 def _routed(data: dict[str, Any]) -> dict[str, Any]:
