@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.pipeline", "reflectrm.render"),  # where the core meets a backend; text rendering of results
     ("reflectrm.training",),  # data recipe, rewards convention, GRPO, run folders
     ("reflectrm.demo",),  # a task domain, a reward plugin and a build tool over training, never under it
-    ("reflectrm.cli", "reflectrm.training.cli"),  # the command-line shells
+    ("reflectrm.cli", "reflectrm.flags", "reflectrm.training.cli"),  # the command-line shells, flags from configs
 )
 """The library's layers, lowest first. A new module belongs to the longest declared prefix of its name."""
 
