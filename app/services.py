@@ -325,7 +325,7 @@ class AppServices:
     def _audit_batches(
         self, pairs: Sequence[PreferencePair], *, seed: int, cancel: threading.Event | None
     ) -> Iterator[tuple[int, list[AuditResult]]]:
-        """Judge and record both orders batch by batch (Stop takes effect between generation calls)."""
+        """Judge and record both orders batch by batch (Stop ends the batch in flight at its next decode step)."""
         size = self.settings.app.audit_batch_size
         config = self._config(None, seed)
         for start in range(0, len(pairs), size):
