@@ -29,7 +29,7 @@ RUN mkdir reflectrm app db && touch reflectrm/__init__.py app/__init__.py db/__i
        else \
          pip install -c constraints.txt '.[ui,train]' "vllm==${VLLM_VERSION}"; \
        fi \
-    && pip uninstall -y reflectrm && rm -rf reflectrm app db build
+    && pip uninstall -y reflectrm && rm -rf reflectrm app db build reflectrm.egg-info
 
 # The source, installed without touching the dependencies above.
 COPY . .
