@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any
 
-from reflectrm.errors import InputError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,7 +37,10 @@ class Flag:
 
 def field_help(cls: type) -> dict[str, str]:
     """Each field's help text: `metadata["help"]`, else its trailing comment, else the comment block above it."""
-    source = textwrap.dedent(inspect.getsource(cls))
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # no source shipped (a zipped or compiled install): metadata help only
+        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls) if "help" in f.metadata}
     comments: dict[int, str] = {}
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
@@ -161,6 +163,6 @@ def _weights(text: str) -> dict[str, float]:
             out[name.strip()] = float(value)
         except ValueError:
             sep = ""
-        if not sep or not name.strip():
-            raise InputError(f"{item!r} is not NAME=WEIGHT: write e.g. accuracy=1,format=0.5")
+        if not sep or not name.strip():  # argparse prints this message as is, with the flag's name and exit 2
+            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=WEIGHT: write e.g. accuracy=1,format=0.5")
     return out

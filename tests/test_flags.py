@@ -148,3 +148,10 @@ def test_every_flag_the_readme_uses_exists(command, register):
     assert lines, f"the README shows no `reflectrm {command}` command"
     used = {flag for line in lines for flag in re.findall(r"(?<!\S)(--[a-z][a-z0-9-]*)", line)}
     assert used - _flags_of(_parser(register), command) == set()
+
+
+def test_a_malformed_mapping_flag_exits_2_naming_the_form(capsys):
+    with pytest.raises(SystemExit) as info:
+        train_config("--reward-weights", "accuracy")
+    assert info.value.code == 2
+    assert "'accuracy' is not NAME=WEIGHT" in capsys.readouterr().err
