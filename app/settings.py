@@ -17,4 +17,4 @@ from db.settings import Settings, load_settings, parse_auth
 AppSettings = Settings
 """The name the app's modules use for the one settings object."""
 
-__all__ = ["AppSettings", "Settings", "load_settings", "parse_auth"]
+__all__ = ("AppSettings", "Settings", "load_settings", "parse_auth")

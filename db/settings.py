@@ -19,8 +19,10 @@ the app builds on it.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -103,18 +105,19 @@ class ServeSettings(BaseModel):
         return parse_auth(self.auth)
 
 
-SECTIONS: dict[str, Any] = {"store": StoreSettings, "judge": JudgeConfig, "generation": GenerationSettings,
-                            "app": ServeSettings}
+SECTIONS: Mapping[str, Any] = MappingProxyType({"store": StoreSettings, "judge": JudgeConfig,
+                                               "generation": GenerationSettings, "app": ServeSettings})
 
 
 def _section_fields(kind: Any) -> list[str]:
     return [f.name for f in fields(kind)] if is_dataclass(kind) else list(kind.model_fields)
 
 
-SHORT_NAMES: dict[str, str] = {name: section for section, kind in SECTIONS.items() for name in _section_fields(kind)}
+SHORT_NAMES: Mapping[str, str] = MappingProxyType(
+    {name: section for section, kind in SECTIONS.items() for name in _section_fields(kind)})
 """Each field's short name -> its section (field names are unique across sections; a test keeps them so)."""
 
-TIED = {"max_new_tokens": "reflection_max_new_tokens"}
+TIED: Mapping[str, str] = MappingProxyType({"max_new_tokens": "reflection_max_new_tokens"})
 """A short `max_new_tokens` also sets stage 2's budget (as the app's one setting did), unless that is given."""
 
 
@@ -204,7 +207,8 @@ def parse_auth(value: str) -> list[tuple[str, str]]:
     for item in filter(None, (part.strip() for part in value.split(","))):
         user, sep, password = item.partition(":")
         if not sep or not user or not password:
-            raise ValueError(f"auth entry {item.split(':')[0]!r}... must be user:password (entries separated by commas)")
+            raise ValueError(f"auth entry {item.split(':')[0]!r}... must be user:password "
+                             "(entries separated by commas)")
         pairs.append((user, password))
     return pairs
 
