@@ -19,11 +19,18 @@ PAIR = PreferencePair.from_query("What is 17 + 8?", "The answer is 25.", "The an
 @pytest.fixture
 def endless_judge():
     """The demo judge with no stop token, so stage 1 runs to max_new_tokens (a real judge writing at length)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    # One thread, as the app runs the demo judge: on a busy 2-core machine two threads spin-wait each other and a
+    # decode step of this 3 M-parameter model grows from ~12 ms to ~250 ms (measured at load 9).
+    torch.set_num_threads(1)
     backend = load_backend(device="cpu")
     backend.stop_ids = {-1}  # no token id is -1: every row decodes its whole budget
     # Warm up at this shape: the first decode steps of a process are slow (one-time kernel set-up), not Stop's cost.
     list(judge_many([PAIR], backend, JudgeConfig(n=8, max_new_tokens=64, strategy="majority")))
-    return backend
+    yield backend
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.slow
