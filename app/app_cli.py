@@ -3,7 +3,7 @@
     reflectrm app                                   # the demo judge, ./reflectrm.db, http://127.0.0.1:7860
     reflectrm app --port 8080 --db sqlite:///judgments.db --model /models/my-judge
 
-Options override the environment settings (`REFLECTRM_*`, see `app.settings.AppSettings`).
+Options override the environment settings (`REFLECTRM_*`, see `db.settings.Settings`).
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def cmd_app(args: argparse.Namespace) -> int:
     services = AppServices.start(settings)
     demo = build_app(services)
     demo.queue(default_concurrency_limit=4)
-    print(f"ReflectRM app on http://{settings.host}:{settings.port} (database {services.store.engine.url!r})",
+    print(f"ReflectRM app on http://{settings.app.host}:{settings.app.port} (database {services.store.engine.url!r})",
           file=sys.stderr, flush=True)
     try:
-        demo.launch(server_name=settings.host, server_port=settings.port, auth=settings.credentials() or None,
-                    quiet=True, **launch_options())
+        demo.launch(server_name=settings.app.host, server_port=settings.app.port,
+                    auth=settings.app.credentials() or None, quiet=True, **launch_options())
     finally:
         services.close()
     return 0

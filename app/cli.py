@@ -17,14 +17,14 @@ from reflectrm import cli as judge_cli
 from reflectrm.errors import InputError
 
 EXIT_USAGE = 2
-OPTIONAL_PARTS = {"db.cli": "ui", "app.app_cli": "ui", "reflectrm.training.cli": "train"}
+OPTIONAL_PARTS = {"db.cli": "store", "app.app_cli": "ui", "reflectrm.training.cli": "train"}
 
 
 def _open_store(url: str) -> Any:
     try:
         from db.services import JudgmentStore
     except ImportError as exc:
-        raise InputError("--db needs the store: install it with `pip install 'reflectrm[ui]'`") from exc
+        raise InputError("--db needs the store: install it with `pip install 'reflectrm[store]'`") from exc
     return JudgmentStore.open(url)
 
 

@@ -12,20 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
+from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams, StopCheck
 from reflectrm.core.types import ChatMessage
-from reflectrm.errors import ReflectRMError
+from reflectrm.errors import Cancelled, ReflectRMError
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[float | None, str], None]
-"""Called with (fraction done or None when unknown, what is happening now)."""
-
 REVIEW_LEASE_S = 900.0  # a reviewer holds the item they look at this long, so two reviewers get different items
-
-
-class Cancelled(ReflectRMError):
-    """The user pressed Stop; the work stopped at the next generation call."""
 
 
 # --- shared resources ----------------------------------------------------------------------------------------
@@ -150,12 +143,11 @@ class ModelHolder:
 
 @dataclass
 class GuardedBackend:
-    """A backend seen by one operation: one generation at a time, Stop honoured, progress reported."""
+    """A backend seen by one operation: one generation at a time, Stop honoured at every decode step."""
 
     inner: Backend
     lock: threading.Lock
     cancel: threading.Event | None = None
-    progress: Progress | None = None
     calls: int = 0
 
     @property
@@ -173,19 +165,20 @@ class GuardedBackend:
     def check_prompt(self, prompt: Any, *, max_new_tokens: int) -> None:
         self.inner.check_prompt(prompt, max_new_tokens=max_new_tokens)
 
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams, *, should_stop: StopCheck | None = None
+    ) -> list[list[Completion]]:
         self._check()
-        if self.progress is not None:
-            outputs = sum(len(r.seeds) for r in requests)
-            what = "stage 1: sampling" if params.logprobs else "stage 2: reflecting,"
-            self.progress(None, f"{what} {outputs} output(s)")
         with self.lock:
             self._check()
             self.calls += 1
-            return self.inner.generate(requests, params)
+            return self.inner.generate(requests, params, should_stop=lambda: self._stopped(should_stop))
+
+    def _stopped(self, should_stop: StopCheck | None) -> bool:
+        return (self.cancel is not None and self.cancel.is_set()) or (should_stop is not None and should_stop())
 
     def _check(self) -> None:
-        if self.cancel is not None and self.cancel.is_set():
+        if self._stopped(None):
             raise Cancelled("stopped: nothing was recorded")
 
 

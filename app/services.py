@@ -28,7 +28,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.pipeline import judge_many, orders_agree, rejudge
+from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, orders_agree, rejudge
 
 from app.records import (
     AuditResult,
@@ -41,7 +41,7 @@ from app.records import (
     ReviewItem,
     SubsetStats,
 )
-from app.resources import CancelTokens, GuardedBackend, ModelHolder, Progress, ReviewLeases, warm_up_generation
+from app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
 from app.settings import AppSettings
 from app.training import TrainingService, default_runs_dir
 
@@ -162,7 +162,7 @@ class AppServices:
     def __post_init__(self) -> None:
         if self.training is None:
             url = self.store.engine.url.render_as_string(hide_password=False)
-            runs_dir = Path(self.settings.runs_dir or default_runs_dir(url)).resolve()  # the app may restart elsewhere
+            runs_dir = Path(self.settings.app.runs_dir or default_runs_dir(url)).resolve()  # the app may restart elsewhere
             self.training = TrainingService(store=self.store, settings=self.settings, runs_dir=runs_dir,
                                             active_judge=lambda: self.model.name)
             self.training.reconcile()  # runs that were going when the app last stopped: now interrupted
@@ -170,13 +170,13 @@ class AppServices:
     @classmethod
     def start(cls, settings: AppSettings, *, backend: Backend | None = None) -> AppServices:
         """Open the store and (in the background) the model the settings name."""
-        store = JudgmentStore.open(settings.database_url)
+        store = JudgmentStore.open(settings=settings.store)
         if backend is not None:
             holder = ModelHolder(lambda: backend, name=backend.model_id)
         else:
-            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.warm_up else None,
-                                 name=settings.model or str(DEMO_MODEL_DIR))
-            if settings.warm_up:
+            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.generation.warm_up else None,
+                                 name=settings.generation.model or str(DEMO_MODEL_DIR))
+            if settings.generation.warm_up:
                 holder.warm_up()
         return cls(store=store, settings=settings, model=holder)
 
@@ -185,7 +185,7 @@ class AppServices:
 
     def active_judge(self) -> str:
         """The model the app judges with now (a path or Hugging Face id)."""
-        return self.model.name or self.settings.model or str(DEMO_MODEL_DIR)
+        return self.model.name or self.settings.generation.model or str(DEMO_MODEL_DIR)
 
     def use_judge(self, run_id: int, checkpoint: str) -> str:
         """Make a training run's checkpoint the judge every later judgment uses; returns its path.
@@ -197,8 +197,8 @@ class AppServices:
         self.model.switch(lambda: _load_backend(self.settings, model=path), name=path)
         return path
 
-    def _backend(self, cancel: threading.Event | None = None, progress: Progress | None = None) -> GuardedBackend:
-        return GuardedBackend(self.model.get(), self._generation_lock, cancel, progress)
+    def _backend(self, cancel: threading.Event | None = None) -> GuardedBackend:
+        return GuardedBackend(self.model.get(), self._generation_lock, cancel)
 
     # --- data sets ---------------------------------------------------------------------------------------
 
@@ -233,12 +233,12 @@ class AppServices:
         strategy: str | None = None,
         seed: int | None = None,
         cancel: threading.Event | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> JudgeResult:
         """Judge one pair and record it."""
         config = self._config(strategy, seed)
-        backend = self._backend(cancel, progress)
-        [judgment] = list(judge_many([pair], backend, config))
+        backend = self._backend(cancel)
+        [judgment] = list(judge_many([pair], backend, config, progress=progress))
         [jid] = self.store.record([judgment], swapped=False)
         return JudgeResult(judgment_id=jid, judgment=judgment, generated=backend.calls)
 
@@ -279,11 +279,12 @@ class AppServices:
         *,
         seed: int | None = None,
         cancel: threading.Event | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> AuditResult:
         """Judge a pair in both orders and record them as twins."""
-        backend = self._backend(cancel, progress)
-        original, swapped = judge_many([pair, pair.swapped()], backend, self._config(None, seed), batch_size=2)
+        backend = self._backend(cancel)
+        original, swapped = judge_many([pair, pair.swapped()], backend, self._config(None, seed), batch_size=2,
+                                       progress=progress)
         ids = self.store.record([original, swapped], swapped=True)
         return AuditResult(original=JudgeResult(judgment_id=ids[0], judgment=original, generated=backend.calls),
                            swapped=JudgeResult(judgment_id=ids[1], judgment=swapped, generated=backend.calls))
@@ -295,7 +296,7 @@ class AppServices:
         sample: int = 0,
         seed: int = 0,
         cancel: threading.Event | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> BatchAuditReport:
         """Audit every pair of a data set (or a seeded random sample of `sample`) in both orders."""
         started = time.perf_counter()
@@ -306,7 +307,8 @@ class AppServices:
             done.extend((a.original.judgment, a.swapped.judgment) for a in results)
             flipped.extend(_flipped_item(a) for a in results if a.agree is False)
             if progress:
-                progress(batch_done / len(pairs), f"audited {batch_done} of {len(pairs)} pairs")
+                progress(Progress(stage=Stage.DECIDED, done=batch_done, total=len(pairs), pairs_done=batch_done,
+                                  pairs_total=len(pairs)))
         return BatchAuditReport(source=source, subsets=tuple(audit_stats(done)), flipped=tuple(flipped),
                                 seconds=time.perf_counter() - started)
 
@@ -323,8 +325,8 @@ class AppServices:
     def _audit_batches(
         self, pairs: Sequence[PreferencePair], *, seed: int, cancel: threading.Event | None
     ) -> Iterator[tuple[int, list[AuditResult]]]:
-        """Judge and record both orders batch by batch (Stop takes effect between generation calls)."""
-        size = self.settings.audit_batch_size
+        """Judge and record both orders batch by batch (Stop ends the batch in flight at its next decode step)."""
+        size = self.settings.app.audit_batch_size
         config = self._config(None, seed)
         for start in range(0, len(pairs), size):
             chunk = pairs[start : start + size]
@@ -374,7 +376,7 @@ class AppServices:
         """Save a person's verdict (a new correction, or an edit of the judgment's active one)."""
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
-        author = author.strip() or self.settings.author
+        author = author.strip() or self.settings.app.author
         active = self.store.corrections(judgment_id=int(judgment_id), include_withdrawn=False)
         if active:
             return self.store.edit_correction(active[0].id, author=author, verdict=verdict, note=note,
@@ -464,10 +466,11 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
 def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend:
     from reflectrm.backends import load_backend
 
-    threads = settings.torch_threads()
+    threads = settings.generation.torch_threads()
     if threads is not None:
         import torch  # the transformers backend's dependency; set before the first generation
 
         torch.set_num_threads(threads)
 
-    return load_backend(model or settings.model, backend=settings.backend, device=settings.device)
+    return load_backend(model or settings.generation.model, backend=settings.generation.backend,
+                        device=settings.generation.device)

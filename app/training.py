@@ -80,7 +80,7 @@ def train_config(request: TrainRequest, settings: AppSettings) -> TrainConfig:
         # the largest pass that divides a step's completions, up to TrainConfig's default of 8
         per_device_batch_size=math.gcd(completions, TrainConfig().per_device_batch_size) or 1,
         save_steps=request.save_steps, lora=request.lora, gradient_checkpointing=request.gradient_checkpointing,
-        device=settings.device, cpu_threads=settings.torch_threads(),
+        device=settings.generation.device, cpu_threads=settings.generation.torch_threads(),
         max_time_s=minutes * 60 or None, lr_scheduler=TIME_DECAY if request.decay_over_time else "constant",
         bf16=PRECISIONS[request.precision],
     )
@@ -110,13 +110,13 @@ class TrainingService:
         """What the form shows first: the active judge as the base model, sizes that suit it."""
         from reflectrm.demo import DEMO_MODEL_DIR
 
-        model = (self.active_judge() if self.active_judge else "") or self.settings.model or str(DEMO_MODEL_DIR)
+        model = (self.active_judge() if self.active_judge else "") or self.settings.generation.model or str(DEMO_MODEL_DIR)
         paper = TrainConfig()
         sizes = dict(_DEMO_DEFAULTS) if _is_demo(model) else {
             "learning_rate": paper.learning_rate, "batch_size": paper.batch_size,
             "num_generations": paper.num_generations, "save_steps": paper.save_steps}
         return TrainRequest(snapshot="", base_model=model, max_steps=100, lora=False,
-                            max_completion_length=self.settings.max_new_tokens,
+                            max_completion_length=self.settings.judge.max_new_tokens,
                             gradient_checkpointing=not _is_demo(model), **sizes)
 
     # --- start, cancel, resume ------------------------------------------------------------------------
@@ -225,7 +225,7 @@ class TrainingService:
         return path
 
     def _worker_env(self) -> dict[str, str]:
-        threads = self.settings.torch_threads()
+        threads = self.settings.generation.torch_threads()
         return {"OMP_NUM_THREADS": str(threads)} if threads else {}
 
     # --- watching --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from app.records import ExampleFilter, JudgeResult, ReviewItem, TrainRequest
 from app.services import AppServices, build_pair, parse_day, parse_ids, parse_marks
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.pipeline import Progress, ProgressCallback, Stage
 
 LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
 STRATEGY_NAMES = tuple(STRATEGIES)
@@ -78,11 +79,10 @@ def _session(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "anonymous"
 
 
-def _progress_adapter(progress: gr.Progress) -> Callable[[float | None, str], None]:
-    def report(fraction: float | None, desc: str) -> None:
-        if fraction is None:
-            fraction = 0.5 if desc.startswith("stage 2") else 0.05
-        progress(fraction, desc=desc)
+def _progress_adapter(progress: gr.Progress, *, decided: str = "judged") -> ProgressCallback:
+    def report(event: Progress) -> None:
+        done = event.stage is Stage.DECIDED
+        progress(event.fraction, desc=f"{decided} {event.done} of {event.total} pairs" if done else str(event))
 
     return report
 
@@ -155,8 +155,8 @@ def _judge_tab(services: AppServices) -> _JudgeView:
                                      height=120, elem_id="judge-upload")
             label = gr.Radio(list(LABELS), value="unknown", label="Known better response", elem_id="judge-label")
             with gr.Row():
-                strategy = gr.Dropdown(list(STRATEGY_NAMES), value=settings.strategy, label="Strategy")
-                seed = gr.Number(value=settings.seed, precision=0, label="Seed")
+                strategy = gr.Dropdown(list(STRATEGY_NAMES), value=settings.judge.strategy, label="Strategy")
+                seed = gr.Number(value=settings.judge.seed, precision=0, label="Seed")
             with gr.Row():
                 run = gr.Button("Judge", variant="primary", elem_id="judge-run")
                 audit = gr.Button("Audit both orders", elem_id="judge-audit")
@@ -304,7 +304,8 @@ def _audit_tab(services: AppServices, tab: gr.Tab) -> _AuditView:
     def batch(name, size, sd, request: gr.Request, progress=gr.Progress()):
         try:
             report = _run_cancellable(services, f"{_session(request)}:audit", lambda cancel: services.batch_audit(
-                name, sample=int(size or 0), seed=int(sd or 0), cancel=cancel, progress=_progress_adapter(progress)))
+                name, sample=int(size or 0), seed=int(sd or 0), cancel=cancel,
+                progress=_progress_adapter(progress, decided="audited")))
         except ReflectRMError as exc:
             return {status: f"error: {exc}"}
         frames = views.audit_frames(report)

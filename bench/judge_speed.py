@@ -39,7 +39,8 @@ class NaiveBackend:
     def check_prompt(self, prompt, *, max_new_tokens: int) -> None:  # noqa: ANN001
         self.real.check_prompt(prompt, max_new_tokens=max_new_tokens)
 
-    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, requests: list[GenerationRequest], params: SamplingParams, *,
+                 should_stop=None) -> list[list[Completion]]:  # noqa: ANN001 - Stop is not timed here
         import torch
 
         model, tok = self.real.model, self.real.tokenizer

@@ -96,11 +96,11 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
     from db import schema
     from db.engine import make_engine
-    from db.services import sqlite_path, check_sqlite_file, load_settings, reachable
-    from db.settings import normalise_url
+    from db.services import check_sqlite_file, reachable, sqlite_path
+    from db.settings import load_settings, normalise_url
     from reflectrm.errors import ConfigError
 
-    settings = load_settings()
+    settings = load_settings().store
     url = settings.database_url if args.db is None else normalise_url(args.db)
     path = sqlite_path(url)
     if path is not None:

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from db.settings import Settings
+from db.settings import StoreSettings
 from reflectrm.errors import ReflectRMError
 
 log = logging.getLogger(__name__)
@@ -37,12 +37,12 @@ _RETRYABLE_SQLSTATES = ("40001", "40P01")  # PostgreSQL serialization failure, d
 
 
 class DatabaseBusyError(ReflectRMError):
-    """The database stayed locked by other writers for longer than `Settings.lock_retry_s`."""
+    """The database stayed locked by other writers for longer than `StoreSettings.lock_retry_s`."""
 
 
-def make_engine(url: str, settings: Settings | None = None) -> Engine:
+def make_engine(url: str, settings: StoreSettings | None = None) -> Engine:
     """An engine for `url` (already normalised) with the store's connection settings."""
-    settings = settings or Settings()
+    settings = settings or StoreSettings()
     if not url.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True)
     in_memory = url in ("sqlite://", "sqlite:///:memory:")

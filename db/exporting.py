@@ -160,7 +160,7 @@ def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | No
 
 def arrow_schema(kind: str, fmt: str) -> Any:
     """The Arrow schema of an export's rows."""
-    pa = require("pyarrow", extra="ui")
+    pa = require("pyarrow", extra="store")
     text, num, flag, real, ts = pa.string(), pa.int64(), pa.bool_(), pa.float64(), pa.timestamp("us", tz="UTC")
 
     def struct(**fields: Any) -> Any:
@@ -268,7 +268,7 @@ def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 
 def _arrow_table(batch: list[dict[str, Any]], schema: Any) -> Any:
-    pa = require("pyarrow", extra="ui")
+    pa = require("pyarrow", extra="store")
     try:
         return pa.Table.from_pylist(batch, schema=schema)
     except UnicodeEncodeError as exc:
@@ -279,7 +279,7 @@ def _arrow_table(batch: list[dict[str, Any]], schema: Any) -> Any:
 
 
 def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, schema: Any) -> int:
-    pq = require("pyarrow.parquet", extra="ui")
+    pq = require("pyarrow.parquet", extra="store")
     count = 0
     with pq.ParquetWriter(path, schema) as writer:  # no rows: still a valid file with the columns
         for batch in _batches(rows):
@@ -290,7 +290,7 @@ def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, schema: Any) -> i
 
 def _write_hf(rows: Iterable[dict[str, Any]], path: Path, schema: Any) -> int:
     require("datasets", extra="train")
-    pa = require("pyarrow", extra="ui")
+    pa = require("pyarrow", extra="store")
     from datasets import Dataset
     from datasets.table import InMemoryTable
 

@@ -148,7 +148,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    pq = require("pyarrow.parquet", extra="ui")
+    pq = require("pyarrow.parquet", extra="store")
     try:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError / ArrowInvalid

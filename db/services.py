@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
 from sqlalchemy import Engine, make_url, text
 from sqlalchemy.exc import DatabaseError, DBAPIError
 from sqlalchemy.orm import Session
@@ -37,20 +36,11 @@ from db.records import (
     StoredPair,
     TrainingRunRecord,
 )
-from db.settings import Settings, normalise_url
+from db.settings import StoreSettings, load_settings, normalise_url
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError
 
 T = TypeVar("T")
-
-
-def load_settings() -> Settings:
-    """Settings from the environment (REFLECTRM_*), validated."""
-    try:
-        return Settings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
 
 @contextmanager
@@ -123,20 +113,20 @@ class JudgmentStore:
     Thread-safe: share one store between threads (the app builds one at start-up).
     """
 
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(self, engine: Engine, settings: StoreSettings) -> None:
         self.engine = engine
         self.settings = settings
         self._writes, self._reads = session_factories(engine)
 
     @classmethod
-    def open(cls, url: str | None = None, *, settings: Settings | None = None, create: bool = True) -> JudgmentStore:
-        """Open the store at `url` (default: REFLECTRM_DATABASE_URL, else ./reflectrm.db).
+    def open(cls, url: str | None = None, *, settings: StoreSettings | None = None, create: bool = True) -> JudgmentStore:
+        """Open the store at `url` (default: the store section's URL, REFLECTRM_DATABASE_URL, else ./reflectrm.db).
 
         A new database gets the schema (unless `create` is False: a command that only reads a store
         never creates one); one at an older schema revision must be upgraded first
         (`reflectrm db upgrade`), which `ConfigError` says.
         """
-        settings = settings or load_settings()
+        settings = settings or load_settings().store
         url = settings.database_url if url is None else normalise_url(url)
         path = sqlite_path(url)
         if path is not None:

@@ -1,33 +1,52 @@
-"""Store settings: one `Settings` class, environment prefix `REFLECTRM_`, validated at start-up."""
+"""ReflectRM's settings: one `Settings` object in sections, read from the environment, validated at start-up.
+
+    section      what                                              example
+    store        where the store lives, how it waits on locks      REFLECTRM_STORE__DATABASE_URL=postgresql://h/db
+    judge        the library's `JudgeConfig`, field for field      REFLECTRM_JUDGE__N=4
+    generation   which model, on which backend and device          REFLECTRM_GENERATION__DEVICE=cuda
+    app          how the workbench is served                       REFLECTRM_APP__PORT=8080
+
+Every field has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because field names are unique
+across sections, a short one (`REFLECTRM_<FIELD>`: `REFLECTRM_DATABASE_URL`, `REFLECTRM_AUTH`, ...);
+the nested name wins when both are set. `REFLECTRM_MAX_NEW_TOKENS` sets stage 1 and stage 2 alike.
+Keyword arguments take the same short names (`load_settings(port=8080, n=4)`) and win over the
+environment. The judge section is `JudgeConfig` itself, so its defaults and rules are stated once.
+
+It lives with the store, the lowest layer that has pydantic-settings (`pip install 'reflectrm[store]'`);
+the app builds on it.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ConfigError
 
+ENV_PREFIX = "REFLECTRM_"
 DEFAULT_DATABASE_URL = "sqlite:///reflectrm.db"
 """A SQLite file `reflectrm.db` in the working directory."""
 
 SUPPORTED_SCHEMES = ("sqlite", "postgresql")
 
 
-class Settings(BaseSettings):
-    """Where the store lives and how it waits for a busy database.
+class StoreSettings(BaseModel):
+    """Where the store lives and how it waits for a busy database."""
 
-    Every field can be set from the environment: `REFLECTRM_DATABASE_URL=postgresql+psycopg://...`.
-    """
-
-    model_config = SettingsConfigDict(env_prefix="REFLECTRM_", extra="ignore")
+    model_config = ConfigDict(frozen=True)
 
     database_url: str = DEFAULT_DATABASE_URL  # SQLAlchemy URL, or a plain path to a SQLite file
     sqlite_busy_timeout_s: float = Field(30.0, gt=0)  # how long SQLite waits on a lock before it answers "busy"
-    sqlite_synchronous: str = (
-        "NORMAL"  # WAL + NORMAL: a process crash loses nothing committed; power loss may lose the last commits
-    )
+    # WAL + NORMAL: a process crash loses nothing committed; power loss may lose the last commits
+    sqlite_synchronous: str = "NORMAL"
     lock_retry_s: float = Field(60.0, ge=0)  # a transaction that still meets "database is locked" is retried this long
 
     @field_validator("database_url")
@@ -41,6 +60,157 @@ class Settings(BaseSettings):
         if value.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, got {value!r}")
         return value.upper()
+
+
+class GenerationSettings(BaseModel):
+    """Which model judges, on which backend and device."""
+
+    model_config = ConfigDict(frozen=True, protected_namespaces=())
+
+    model: str | None = None  # Hugging Face id or local path; None = the bundled demo judge
+    backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
+    device: str = "auto"  # cpu, cuda, cuda:1 ...
+    # torch CPU threads. None: 1 for the bundled demo judge (3.3 M parameters: a second thread barely helps, and
+    # on a busy 2-core machine two threads spin-wait each other into minutes per judgment), torch's default otherwise
+    cpu_threads: int | None = Field(None, ge=1)
+    warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
+
+    def torch_threads(self) -> int | None:
+        """The torch CPU thread count to set (None: leave torch's default)."""
+        if self.cpu_threads is not None:
+            return self.cpu_threads
+        return 1 if self.model is None and self.device in ("auto", "cpu") else None
+
+
+class ServeSettings(BaseModel):
+    """How the workbench is served."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"  # interface to bind; 0.0.0.0 exposes the app to the network
+    port: int = Field(7860, ge=0, le=65535)  # 0 = any free port
+    auth: str = ""  # "user:pass,user2:pass2"; empty = no login
+    author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
+    audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
+    runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
+
+    @field_validator("auth")
+    @classmethod
+    def _auth_pairs(cls, value: str) -> str:
+        parse_auth(value)
+        return value
+
+    def credentials(self) -> list[tuple[str, str]]:
+        """The `auth` setting as (user, password) pairs; [] when login is off."""
+        return parse_auth(self.auth)
+
+
+SECTIONS: Mapping[str, Any] = MappingProxyType({"store": StoreSettings, "judge": JudgeConfig,
+                                               "generation": GenerationSettings, "app": ServeSettings})
+
+
+def _section_fields(kind: Any) -> list[str]:
+    return [f.name for f in fields(kind)] if is_dataclass(kind) else list(kind.model_fields)
+
+
+SHORT_NAMES: Mapping[str, str] = MappingProxyType(
+    {name: section for section, kind in SECTIONS.items() for name in _section_fields(kind)})
+"""Each field's short name -> its section (field names are unique across sections; a test keeps them so)."""
+
+TIED: Mapping[str, str] = MappingProxyType({"max_new_tokens": "reflection_max_new_tokens"})
+"""A short `max_new_tokens` also sets stage 2's budget (as the app's one setting did), unless that is given."""
+
+
+class Settings(BaseSettings):
+    """Every setting of the store, the judge, the model and the app, in sections."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore", frozen=True)
+
+    store: StoreSettings = StoreSettings()
+    judge: JudgeConfig = JudgeConfig()
+    generation: GenerationSettings = GenerationSettings()
+    app: ServeSettings = ServeSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_short_names(cls, data: Any) -> Any:
+        """Keyword arguments by short name (`port=8080`) go to their section, over what the environment gave."""
+        return _routed(data) if isinstance(data, dict) else data
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Earlier sources win: keyword arguments, then nested names, then short names.
+        return init_settings, env_settings, _ShortEnvSource(settings_cls), dotenv_settings, file_secret_settings
+
+    def judge_config(self, **changes: Any) -> JudgeConfig:
+        """The judge section (plus `changes`, validated again)."""
+        return self.judge.with_(**changes) if changes else self.judge
+
+
+class _ShortEnvSource(PydanticBaseSettingsSource):
+    """`REFLECTRM_<FIELD>` for every field of every section, returned nested by section."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # unused: __call__ does it all
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+        names = {name: f"{ENV_PREFIX}{name.upper()}" for name in SHORT_NAMES}
+        return _routed({name: env[var] for name, var in names.items() if var in env})
+
+
+def _routed(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with its short names moved into their sections (a short name overrides the section's value)."""
+    out = {k: v for k, v in data.items() if k not in SHORT_NAMES}
+    for section, value in out.items():  # as dicts (copies), so that short names can be laid over them
+        if is_dataclass(value) or isinstance(value, (BaseModel, dict)):
+            out[section] = (asdict(value) if is_dataclass(value)
+                            else value.model_dump() if isinstance(value, BaseModel) else dict(value))
+    for name, value in data.items():
+        if name in SHORT_NAMES and value is not None:
+            section = out.setdefault(SHORT_NAMES[name], {})
+            section[name] = value
+            if name in TIED and TIED[name] not in data:
+                section[TIED[name]] = value
+    return out
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with `overrides` by short name (None values ignored) on top; validated.
+
+    Raises:
+        ConfigError: a setting is invalid; the message names it, its environment variable and the problem.
+    """
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(part) for part in first["loc"]]
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"setting {'.'.join(loc) or 'settings'}{_env_names(loc)}: {message}") from exc
+
+
+def _env_names(loc: list[str]) -> str:
+    """ " (REFLECTRM_APP__PORT or REFLECTRM_PORT)" for a section's field; "" otherwise."""
+    if len(loc) != 2:
+        return ""
+    return f" ({ENV_PREFIX}{loc[0].upper()}__{loc[1].upper()} or {ENV_PREFIX}{loc[1].upper()})"
+
+
+def parse_auth(value: str) -> list[tuple[str, str]]:
+    """Parse "user:pass,user2:pass2" (passwords may contain ':'; users may not)."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        user, sep, password = item.partition(":")
+        if not sep or not user or not password:
+            raise ValueError(f"auth entry {item.split(':')[0]!r}... must be user:password "
+                             "(entries separated by commas)")
+        pairs.append((user, password))
+    return pairs
 
 
 def normalise_url(url: str) -> str:

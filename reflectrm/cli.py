@@ -22,10 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from reflectrm import flags
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.flags import Flag, add_config_flags
+
+JUDGE_FLAGS = {
+    "strategy": Flag(choices=tuple(sorted(STRATEGIES))),
+    "critique_includes_verdict": Flag(names=("--include-verdict",)),  # the flag's first name, still accepted
+    "reflection_max_new_tokens": Flag(tied_to="max_new_tokens"),  # one --max-new-tokens bounds both stages
+}
+"""What the judging flags add to `JudgeConfig`'s fields; every other flag, default and help comes from the class."""
 
 
 def error_line(exc: BaseException) -> str | None:
@@ -74,13 +83,8 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
     p.add_argument("--backend", default="transformers", help="generation backend (default transformers)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
-    p.add_argument("--strategy", default="reflectrm", choices=sorted(STRATEGIES), help="aggregation strategy")
-    p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed: same seed, same judgment (default 0)")
-    p.add_argument("--max-new-tokens", type=int, default=1024, help="per sampled analysis (default 1024)")
-    p.add_argument("--reflection-temperature", type=float, default=0.0, help="stage-2 decoding; 0 = greedy")
-    p.add_argument("--include-verdict", action="store_true", help="show each critique's verdict in reflection prompts")
-    p.add_argument("--skip-unanimous", action="store_true", help="skip stage 2 when all samples agree")
+    add_config_flags(p.add_argument_group("judging (JudgeConfig; defaults from the paper)"), JudgeConfig,
+                     extra=JUDGE_FLAGS)
     p.add_argument("--swap", action="store_true", help="judge both orders and report whether they agree")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the anatomy")
     if open_store is not None:
@@ -89,16 +93,8 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
 
 
 def config_from_args(args: argparse.Namespace) -> JudgeConfig:
-    return JudgeConfig(
-        strategy=args.strategy,
-        n=args.n,
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens,
-        reflection_max_new_tokens=args.max_new_tokens,
-        reflection_temperature=args.reflection_temperature,
-        critique_includes_verdict=args.include_verdict,
-        skip_unanimous=args.skip_unanimous,
-    )
+    """The `JudgeConfig` the judging flags give (every field has one; see `JUDGE_FLAGS`)."""
+    return flags.config_from_args(JudgeConfig, args, extra=JUDGE_FLAGS)
 
 
 def _pair_from_args(args: argparse.Namespace) -> PreferencePair:

@@ -27,6 +27,14 @@ class ContextLengthError(BackendError, InputError):
     """A prompt does not fit in the model's context window."""
 
 
+class Cancelled(ReflectRMError):
+    """The work was stopped on request (a Stop button, Ctrl-C); nothing half-done was recorded."""
+
+
+class GenerationCancelled(Cancelled):
+    """A backend stopped generating because its `should_stop` callback said so (checked every decode step)."""
+
+
 class MissingDependencyError(ReflectRMError, ImportError):
     """An optional dependency is not installed; the message names the extra that provides it."""
 

@@ -8,10 +8,14 @@ Generation is incremental: `complete` generates only what a strategy needs and a
 so re-aggregating stored rollouts (`rejudge`) never regenerates stage 1. Every random draw has a
 seed derived from (config seed, pair content, purpose, index): sample j of a pair is the same
 whether 8 or 15 samples are drawn and whatever else shares the batch.
+
+Callers follow a run through typed `Progress` events (which stage, outputs done of total, tokens)
+and stop it with `should_stop`, which the backend checks every decode step.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import random
 import time
@@ -19,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
+from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams, StopCheck
 from reflectrm.core.confidence import confidence
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.parsing import parse_output
@@ -30,8 +34,50 @@ from reflectrm.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int], None]
-"""Called with (pairs done, pairs in all) as batches finish."""
+
+class Stage(enum.IntEnum):
+    """What a judging run is doing."""
+
+    SAMPLING = 1  # stage 1: N analyses per pair, with log-probs (Eq. 2)
+    REFLECTING = 2  # stage 2: each other critique against the anchor (Eq. 7)
+    DECIDED = 3  # a batch of pairs is decided (Eq. 8-9); `done` / `total` count pairs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """One progress event of `judge_many`: emitted as each stage of a batch starts and ends, and per batch."""
+
+    stage: Stage
+    done: int  # outputs of this stage generated so far in the batch (DECIDED: pairs decided in all)
+    total: int  # outputs this stage generates for the batch (DECIDED: pairs in all)
+    tokens: int = 0  # tokens this stage has generated so far in the batch
+    pairs_done: int = 0  # pairs decided before the current batch (DECIDED: including it)
+    pairs_total: int = 0  # pairs in the whole run
+    batch: int = 0  # pairs in the current batch
+
+    @property
+    def fraction(self) -> float | None:
+        """The share of the run done, with each stage counted as half a batch; None when the size is unknown."""
+        if self.pairs_total <= 0:
+            return None
+        if self.stage is Stage.DECIDED:
+            return self.pairs_done / self.pairs_total
+        within = self.done / self.total if self.total else 1.0
+        half = 0.5 * within + (0.5 if self.stage is Stage.REFLECTING else 0.0)
+        return min(1.0, (self.pairs_done + half * self.batch) / self.pairs_total)
+
+    def __str__(self) -> str:
+        if self.stage is Stage.DECIDED:
+            return f"judged {self.done} of {self.total} pair(s)"
+        what = "stage 1: sampling" if self.stage is Stage.SAMPLING else "stage 2: reflecting"
+        tokens = f", {self.tokens} tokens" if self.tokens else ""
+        return f"{what}, {self.done} of {self.total} output(s){tokens}"
+
+
+ProgressCallback = Callable[[Progress], None]
+"""Receives every `Progress` event of a run (a progress bar, the app's `gr.Progress`)."""
+
+_Report = Callable[[Stage, int, int, int], None]  # (stage, done, total, tokens) of the current batch
 
 
 @dataclass
@@ -74,9 +120,16 @@ def judge_many(
     config: JudgeConfig,
     *,
     batch_size: int = 8,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
+    should_stop: StopCheck | None = None,
 ) -> Iterator[Judgment]:
-    """Judge pairs in batches (stage-1 prompts batched, then every reflection of the batch batched)."""
+    """Judge pairs in batches (stage-1 prompts batched, then every reflection of the batch batched).
+
+    Args:
+        progress: receives a `Progress` event as each stage of a batch starts and ends, and per batch.
+        should_stop: checked by the backend every decode step; when true, `GenerationCancelled` is
+            raised and the batch in flight yields nothing (batches already yielded stay yielded).
+    """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     pairs = list(pairs)
@@ -85,9 +138,23 @@ def judge_many(
                              max_new_tokens=config.max_new_tokens)
     for start in range(0, len(pairs), batch_size):
         works = [_Work(p) for p in pairs[start : start + batch_size]]
-        yield from complete(works, backend, config)
+        report = _reporter(progress, pairs_done=start, pairs_total=len(pairs), batch=len(works))
+        yield from complete(works, backend, config, should_stop=should_stop, report=report)
         if progress:
-            progress(min(start + batch_size, len(pairs)), len(pairs))
+            end = start + len(works)
+            progress(Progress(stage=Stage.DECIDED, done=end, total=len(pairs), pairs_done=end,
+                              pairs_total=len(pairs), batch=len(works)))
+
+
+def _reporter(progress: ProgressCallback | None, *, pairs_done: int, pairs_total: int, batch: int) -> _Report | None:
+    if progress is None:
+        return None
+
+    def report(stage: Stage, done: int, total: int, tokens: int) -> None:
+        progress(Progress(stage=stage, done=done, total=total, tokens=tokens, pairs_done=pairs_done,
+                          pairs_total=pairs_total, batch=batch))
+
+    return report
 
 
 def judge_both_orders(pair: PreferencePair, backend: Backend, config: JudgeConfig) -> tuple[Judgment, Judgment]:
@@ -128,11 +195,19 @@ def rejudge(
     return result
 
 
-def complete(works: Sequence[_Work], backend: Backend, config: JudgeConfig) -> Iterator[Judgment]:
+def complete(
+    works: Sequence[_Work],
+    backend: Backend,
+    config: JudgeConfig,
+    *,
+    should_stop: StopCheck | None = None,
+    report: _Report | None = None,
+) -> Iterator[Judgment]:
     """Generate what `config.strategy` needs and each work lacks, then decide (Eq. 6-9)."""
     strategy = STRATEGIES[config.strategy]
+    gen = _Generation(backend, should_stop, report)
     started = time.perf_counter()
-    _stage1(works, backend, config, strategy)
+    _stage1(works, gen, config, strategy)
     stage1_s = time.perf_counter() - started
     for w in works:
         w.anchor = None if strategy.greedy else choose_anchor(
@@ -140,11 +215,31 @@ def complete(works: Sequence[_Work], backend: Backend, config: JudgeConfig) -> I
         )
     started = time.perf_counter()
     if strategy.reflections:
-        _stage2(works, backend, config)
+        _stage2(works, gen, config)
     stage2_s = time.perf_counter() - started
     for w in works:
         w.timings = {"stage1_s": stage1_s / len(works), "stage2_s": stage2_s / len(works), "batch_pairs": len(works)}
         yield _judgment(w, backend, config, strategy)
+
+
+@dataclass(frozen=True, slots=True)
+class _Generation:
+    """One batch's generation calls: the stop check passed down, a progress event before and after each."""
+
+    backend: Backend
+    should_stop: StopCheck | None
+    report: _Report | None
+
+    def __call__(
+        self, stage: Stage, requests: list[GenerationRequest], params: SamplingParams
+    ) -> list[list[Completion]]:
+        total = sum(len(r.seeds) for r in requests)
+        if self.report:
+            self.report(stage, 0, total, 0)
+        out = self.backend.generate(requests, params, should_stop=self.should_stop)
+        if self.report:
+            self.report(stage, total, total, sum(c.num_tokens for row in out for c in row))
+        return out
 
 
 def _num_samples(strategy: Strategy, config: JudgeConfig) -> int:
@@ -157,7 +252,7 @@ def _considered(w: _Work, strategy: Strategy, config: JudgeConfig) -> list[Rollo
     return [r for r in w.sampled() if r.index < num]
 
 
-def _stage1(works: Sequence[_Work], backend: Backend, config: JudgeConfig, strategy: Strategy) -> None:
+def _stage1(works: Sequence[_Work], generate: _Generation, config: JudgeConfig, strategy: Strategy) -> None:
     requests, owners = [], []
     for w in works:
         prompt = tuple(response_prompt(w.pair, control_suffix=config.control_suffix))
@@ -181,7 +276,7 @@ def _stage1(works: Sequence[_Work], backend: Backend, config: JudgeConfig, strat
         max_new_tokens=config.max_new_tokens,
         logprobs=True,
     )
-    for owner, completions in zip(owners, backend.generate(requests, params)):
+    for owner, completions in zip(owners, generate(Stage.SAMPLING, requests, params)):
         if strategy.greedy:
             w = owner
             w.rollouts.append(_rollout(completions[0], index=len(w.rollouts), greedy=True, config=config))
@@ -206,7 +301,7 @@ def _rollout(c: Completion, *, index: int, greedy: bool, config: JudgeConfig) ->
     )
 
 
-def _stage2(works: Sequence[_Work], backend: Backend, config: JudgeConfig) -> None:
+def _stage2(works: Sequence[_Work], generate: _Generation, config: JudgeConfig) -> None:
     """Eq. 7: each other parseable output against the anchor, once, in a seeded random order."""
     strategy = STRATEGIES[config.strategy]
     requests, owners = [], []
@@ -232,7 +327,7 @@ def _stage2(works: Sequence[_Work], backend: Backend, config: JudgeConfig) -> No
     if not requests:
         return
     params = SamplingParams(temperature=config.reflection_temperature, max_new_tokens=config.reflection_max_new_tokens)
-    for (w, sample, order), completions in zip(owners, backend.generate(requests, params)):
+    for (w, sample, order), completions in zip(owners, generate(Stage.REFLECTING, requests, params)):
         c = completions[0]
         parsed = parse_output(c.text, task=Task.ANALYSIS)
         w.reflections[(sample, w.anchor)] = Reflection(
@@ -296,7 +391,9 @@ class _NoBackend:
     model_id = ""
     model_revision = ""
 
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams, *, should_stop: StopCheck | None = None
+    ) -> list[list[Completion]]:
         raise ConfigError(
             "this strategy needs new generations the stored judgment lacks (a greedy output, more samples or "
             "reflections against another anchor): pass a backend"

@@ -6,6 +6,7 @@ from typing import Any
 
 from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
 from reflectrm.backends.scripted import ScriptedBackend
+from reflectrm.defaults import default_model
 from reflectrm.errors import ConfigError
 
 BACKENDS = ("transformers",)
@@ -19,9 +20,7 @@ def load_backend(model: str | None = None, *, backend: str = "transformers", **k
         backend: "transformers".
         **kw: passed to the backend's constructor (device, dtype, max_batch_rows, ...).
     """
-    from reflectrm.demo import DEMO_MODEL_DIR
-
-    model = model or str(DEMO_MODEL_DIR)
+    model = default_model(model)
     if backend == "transformers":
         from reflectrm.backends.transformers_backend import TransformersBackend
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from reflectrm.core.types import ChatMessage
 from reflectrm.errors import ConfigError
+
+
+StopCheck = Callable[[], bool]
+"""`should_stop`: called often while generating (every decode step where the engine allows); True stops it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +73,14 @@ class Backend(Protocol):
     model_id: str
     model_revision: str
 
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams, *, should_stop: StopCheck | None = None
+    ) -> list[list[Completion]]:
         """Generate len(r.seeds) completions for each request, in order.
+
+        `should_stop` is checked every decode step (or handed to the engine's own abort); when it
+        returns True the call raises `GenerationCancelled` and returns nothing, so a long stage 1
+        stops within a step, not at the end of the call.
 
         Raises `BackendError` when it cannot honour `params` (log-probs, say), and
         `ContextLengthError` when a prompt does not fit the model's context.

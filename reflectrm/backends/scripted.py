@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams
+from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams, StopCheck
 from reflectrm.core.types import ChatMessage
-from reflectrm.errors import ContextLengthError
+from reflectrm.errors import ContextLengthError, GenerationCancelled
 
 Responder = Callable[[str, int, SamplingParams], "str | Completion"]
 
@@ -33,13 +33,17 @@ class ScriptedBackend:
     model_revision: str = "scripted"
     calls: list[tuple[str, int, SamplingParams]] = field(default_factory=list)
 
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams, *, should_stop: StopCheck | None = None
+    ) -> list[list[Completion]]:
         out = []
         for req in requests:
             text = prompt_text(req.prompt)
             self.check_prompt(req.prompt, max_new_tokens=params.max_new_tokens)
             row = []
             for seed in req.seeds:
+                if should_stop is not None and should_stop():  # one completion is the scripted "decode step"
+                    raise GenerationCancelled(f"stopped after {len(self.calls)} scripted completion(s)")
                 self.calls.append((text, seed, params))
                 row.append(_as_completion(self.responder(text, seed, params), logprobs=params.logprobs))
             out.append(row)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from reflectrm.core.confidence import DEFAULT_BOTTOM_FRAC
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX
@@ -13,6 +14,8 @@ from reflectrm.errors import ConfigError
 MAX_SAMPLES = 64
 """Stage-1 samples per pair, at most (the paper uses 8, its matched-compute baseline 15): memory grows with
 n x batch size, and n = 10,000 grew past 6 GB before one judgment came out."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,10 +42,8 @@ class JudgeConfig:
 
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"strategy {self.strategy!r} is unknown: use one of {', '.join(STRATEGIES)}")
-        _positive_int("n", self.n)
-        _positive_int("max_new_tokens", self.max_new_tokens)
-        _positive_int("reflection_max_new_tokens", self.reflection_max_new_tokens)
-        _positive_int("matched_compute_n", self.matched_compute_n)
+        for name in ("n", "max_new_tokens", "reflection_max_new_tokens", "matched_compute_n"):
+            check_positive_int(name, getattr(self, name))
         for name in ("n", "matched_compute_n"):
             if getattr(self, name) > MAX_SAMPLES:
                 raise ConfigError(
@@ -72,14 +73,23 @@ class JudgeConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> JudgeConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown config field {unknown[0]!r}: known fields are {', '.join(sorted(known))}")
-        return cls(**d)
+    def from_dict(cls, d: Mapping[str, Any]) -> JudgeConfig:
+        return strict_from_dict(cls, d)
 
 
-def _positive_int(name: str, value: Any) -> None:
+# Shared by the library's config dataclasses (JudgeConfig here, TrainConfig in training), written once.
+
+
+def check_positive_int(name: str, value: Any) -> None:
+    """Raise `ConfigError` unless `value` is an int >= 1 (a bool is not a count)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def strict_from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
+    """`cls(**d)`, refusing a key that is not a field (a stored config from another version says so, by name)."""
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} field {unknown[0]!r}: known fields are {', '.join(sorted(known))}")
+    return cls(**d)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.core.types import messages_to_dicts
-from reflectrm.demo import DEMO_MODEL_DIR
+from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.demo.tasks import make_pair, make_pairs, reflection_example, response_analysis, response_example, slip
 
 log = logging.getLogger(__name__)

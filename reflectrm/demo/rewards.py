@@ -7,6 +7,9 @@ GRPO also reinforces wrong arithmetic. The demo's analyses are checkable, so thi
 only when every equation in the analysis is true, the first one works the prompt's problem, and
 each right / wrong mark follows from its difference (0 means right). Use it beside the accuracy
 reward (`TrainConfig(reward_weights={"accuracy": 1.0, "arithmetic": 1.0})`), on demo data only.
+
+A plugin: `reflectrm.training.rewards.REWARD_PLUGINS` names it by import path and loads it when a
+run asks for it, so the arrow runs from here to training's reward convention, never back.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
 from reflectrm.demo.tasks import KIND_OF, Problem, problem_in
+from reflectrm.training.rewards import completion_text
 
 _EQUATION = re.compile(r"(-?\d+) ([-+*]) (-?\d+) = (-?\d+)")
 _CHECK = re.compile(r"(-?\d+) - (-?\d+) = (-?\d+), (right|wrong)")
@@ -44,8 +48,6 @@ def arithmetic_true(analysis: str, problem: Problem | None) -> bool:
 def arithmetic_reward(prompts: Sequence[Any], completions: Sequence[Any], task: Sequence[str],
                       **kwargs: Any) -> list[float]:
     """1.0 when the completion's analysis does the prompt's arithmetic right (see the module), else 0.0."""
-    from reflectrm.training.rewards import completion_text  # the one reading of TRL's completions
-
     rewards = []
     for prompt, completion, kind in zip(prompts, completions, task, strict=True):
         problem = problem_in(_prompt_text(prompt))

@@ -21,10 +21,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from reflectrm import flags
 from reflectrm.errors import InputError
+from reflectrm.flags import Flag, add_config_flags
 from reflectrm.training.data import DataConfig
 from reflectrm.training.grpo import TrainConfig
-from reflectrm.training.rewards import reward_weights
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,47 +62,32 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_build_data)
 
 
+TRAIN_FLAGS = {
+    "learning_rate": Flag(names=("--lr",)),
+    "vllm_mode": Flag(choices=("colocate", "server")),
+    "scale_rewards": Flag(choices=("group", "batch", "none")),
+}
+"""What the training flags add to `TrainConfig`'s fields; every other flag, default and help comes from the class."""
+
+
 def _register_train(sub: argparse._SubParsersAction) -> None:
-    c = TrainConfig()
     p = sub.add_parser("train", help="train the judge with GRPO on a data snapshot",
                        description="GRPO with TRL on a snapshot from build-data (or the store's hf export). "
                                    "Defaults are the paper's for real models; rerunning resumes.")
     p.add_argument("--data", type=Path, required=True, help="the dataset snapshot folder")
     p.add_argument("--model", help="model to train (default: the bundled demo judge)")
     p.add_argument("--output", type=Path, required=True, help="the run folder: checkpoints, final/, metrics")
-    p.add_argument("--max-steps", type=int, default=c.max_steps, help="stop after N optimizer steps (default: epochs)")
-    p.add_argument("--epochs", type=float, default=c.epochs, help=f"passes over the data (default {c.epochs:g})")
-    p.add_argument("--max-minutes", type=float,
-                   help="stop (completed, with a checkpoint) after this much training time")
-    p.add_argument("--lr-scheduler", default=c.lr_scheduler,
-                   help=f"a transformers scheduler name, or linear-time: decay to 0 over --max-minutes "
-                        f"(default {c.lr_scheduler})")
-    p.add_argument("--lr", type=float, default=c.learning_rate, help=f"learning rate (default {c.learning_rate:g})")
-    p.add_argument("--batch-size", type=int, default=c.batch_size, help=f"prompts per step (default {c.batch_size})")
-    p.add_argument("--num-generations", type=int, default=c.num_generations, help=f"group size (default {c.num_generations})")
-    p.add_argument("--per-device-batch-size", type=int, default=c.per_device_batch_size,
-                   help=f"completions per forward pass (default {c.per_device_batch_size})")
-    p.add_argument("--max-completion-length", type=int, default=c.max_completion_length,
-                   help=f"tokens per completion (default {c.max_completion_length})")
-    p.add_argument("--temperature", type=float, default=c.temperature, help=f"sampling temperature (default {c.temperature:g})")
-    p.add_argument("--beta", type=float, default=c.beta, help=f"KL coefficient (default {c.beta:g})")
-    p.add_argument("--format-reward", type=float, default=0.0, help="weight of a format reward (default 0: none)")
-    p.add_argument("--arithmetic-reward", type=float, default=0.0,
-                   help="weight of the demo domain's arithmetic reward (demo data only; default 0: none)")
-    p.add_argument("--lora", action="store_true", help="train a LoRA adapter (merged into final/)")
-    p.add_argument("--lora-r", type=int, default=c.lora_r, help=f"LoRA rank (default {c.lora_r})")
-    p.add_argument("--use-vllm", action="store_true", help="generate with vLLM (GPU machines)")
-    p.add_argument("--vllm-mode", default=c.vllm_mode, choices=("colocate", "server"),
-                   help="colocate: vLLM shares the training GPUs; server: a `trl vllm-serve` on other GPUs")
-    p.add_argument("--vllm-server-url", help="server mode: the vllm-serve URL (default http://localhost:8000)")
-    p.add_argument("--device", default=c.device, help="auto, cpu or cuda (default auto)")
-    p.add_argument("--save-steps", type=int, default=c.save_steps, help=f"checkpoint every N steps (default {c.save_steps})")
-    p.add_argument("--no-gradient-checkpointing", action="store_true", help="faster for small models")
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                   help="bf16 (default: on CUDA; on a CPU, bf16 autocast over fp32 weights, for AMX / AVX512-BF16)")
-    p.add_argument("--seed", type=int, default=c.seed, help="seed (default 0)")
     p.add_argument("--fresh", action="store_true", help="do not resume from the run folder's last checkpoint")
     p.add_argument("--detach", action="store_true", help="run in a background process; watch with train-status")
+    config = p.add_argument_group("training (TrainConfig: one flag per field, defaults from the paper)")
+    add_config_flags(config, TrainConfig, extra=TRAIN_FLAGS)
+    # Shorthands kept from before the flags were derived; each sets part of a field above.
+    config.add_argument("--max-minutes", type=float, dest="max_minutes",
+                        help="--max-time-s in minutes: stop (completed, with a checkpoint) after this much training")
+    config.add_argument("--format-reward", type=float, default=0.0,
+                        help="add the format reward to --reward-weights with this weight (default 0: none)")
+    config.add_argument("--arithmetic-reward", type=float, default=0.0,
+                        help="add the demo domain's arithmetic reward with this weight (demo data only; default 0)")
     p.set_defaults(func=cmd_train)
 
 
@@ -189,39 +175,39 @@ def _read_judgments(path: Path) -> list[Any]:
 def _progress_bar() -> Any:
     from tqdm import tqdm
 
+    from reflectrm.pipeline import Progress, Stage
+
     bar = tqdm(unit="pair", file=sys.stderr, disable=None, desc="rollouts")
 
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
+    def update(event: Progress) -> None:
+        if event.stage is not Stage.DECIDED:
+            return
+        bar.total = event.total
+        bar.n = event.done
         bar.refresh()
-        if done >= total:
+        if event.done >= event.total:
             bar.close()
 
     return update
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    weights = reward_weights(format=args.format_reward, arithmetic=args.arithmetic_reward)
-    return TrainConfig(
-        learning_rate=args.lr, batch_size=args.batch_size, num_generations=args.num_generations,
-        temperature=args.temperature, epochs=args.epochs, max_steps=args.max_steps,
-        max_time_s=args.max_minutes * 60 if args.max_minutes is not None else None,
-        lr_scheduler=args.lr_scheduler, bf16=args.bf16,
-        max_completion_length=args.max_completion_length, per_device_batch_size=args.per_device_batch_size,
-        beta=args.beta, reward_weights=weights, lora=args.lora, lora_r=args.lora_r, use_vllm=args.use_vllm,
-        vllm_mode=args.vllm_mode, vllm_server_url=args.vllm_server_url, device=args.device, save_steps=args.save_steps,
-        gradient_checkpointing=not args.no_gradient_checkpointing, seed=args.seed,
-    )
+    """The `TrainConfig` the training flags give (one per field), with the shorthands folded in."""
+    changes: dict[str, Any] = {}
+    if args.max_minutes is not None:
+        changes["max_time_s"] = args.max_minutes * 60
+    shorthand = {name: w for name, w in (("format", args.format_reward), ("arithmetic", args.arithmetic_reward)) if w}
+    if shorthand:
+        changes["reward_weights"] = {**dict(args.reward_weights), **shorthand}
+    return flags.config_from_args(TrainConfig, args, extra=TRAIN_FLAGS, **changes)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from reflectrm.demo import DEMO_MODEL_DIR
-
+    from reflectrm.defaults import default_model
     from reflectrm.training.grpo import check_train_inputs
 
     config = config_from_args(args)
-    model = args.model or str(DEMO_MODEL_DIR)
+    model = default_model(args.model)
     check_train_inputs(args.data, model=model, output_dir=args.output, config=config)
     if args.detach:
         from reflectrm.training import jobs

@@ -38,7 +38,7 @@ from typing import Any
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task, response_prompt
 from reflectrm.core.types import ChatMessage, Judgment, PreferencePair, Rollout
 from reflectrm.errors import ConfigError, InputError, require
-from reflectrm.training import recipe
+import reflectrm.training.recipe as recipe
 from reflectrm.training.recipe import ROW_FIELDS, Analysis, Rendering, TrainingExample, rows_hash
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def collect_rollouts(
     config: DataConfig,
     *,
     batch_size: int = 8,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[Any], None] | None = None,  # receives `reflectrm.pipeline.Progress` events
 ) -> list[Judgment]:
     """Sample `config.n` analyses per labelled pair at `config.temperature` (stage 1 only)."""
     from reflectrm.core.config import JudgeConfig

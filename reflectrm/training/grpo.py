@@ -23,10 +23,11 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from reflectrm.core.config import check_positive_int, strict_from_dict
 from reflectrm.errors import ConfigError, InputError, require
 from reflectrm.training.rewards import REWARDS, completion_text
 from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
@@ -69,13 +70,13 @@ class TrainConfig:
     # linear decay to 0 over max_time_s, for a run bounded by time, whose step count is not known in advance.
     lr_scheduler: str = "constant"
     warmup_steps: float = 0.0  # steps (or a fraction of them when < 1)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0  # AdamW weight decay (paper: unstated)
+    max_grad_norm: float = 1.0  # gradient clipping norm (paper: unstated)
     lora: bool = False  # train a LoRA adapter (peft) instead of every weight; final/ holds the merged model
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    lora_target_modules: tuple[str, ...] = LORA_TARGETS
+    lora_r: int = 16  # LoRA rank
+    lora_alpha: int = 32  # LoRA scaling numerator (the update is scaled by alpha / r)
+    lora_dropout: float = 0.05  # dropout on the LoRA path
+    lora_target_modules: tuple[str, ...] = LORA_TARGETS  # the projections that get adapters (Qwen3 names)
     use_vllm: bool = False  # generate with vLLM (GPU machines; TRL's "colocate" mode shares the training GPUs)
     vllm_mode: str = "colocate"  # "colocate", or "server" with `trl vllm-serve` on other GPUs
     vllm_gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM may take
@@ -88,13 +89,13 @@ class TrainConfig:
     save_total_limit: int | None = 3  # keep the newest N checkpoints (None: all)
     logging_steps: int = 1  # a metrics line every N steps
     completions_to_record: int = 4  # sampled completions kept per step for watchers
-    seed: int = 0
+    seed: int = 0  # seeds data order, sampling and initialisation
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reward_weights", dict(self.reward_weights))
         object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
         for name in ("batch_size", "per_device_batch_size", "max_completion_length", "save_steps", "logging_steps"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if not isinstance(self.num_generations, int) or self.num_generations < 2:
             raise ConfigError(f"num_generations must be an integer >= 2 (GRPO compares a group), got {self.num_generations!r}")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
@@ -102,7 +103,7 @@ class TrainConfig:
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0 (GRPO samples; paper: 1.0), got {self.temperature!r}")
         if self.cpu_threads is not None:
-            _positive_int("cpu_threads", self.cpu_threads)
+            check_positive_int("cpu_threads", self.cpu_threads)
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise ConfigError(f"max_time_s must be > 0 seconds (or None: no budget), got {self.max_time_s!r}")
         if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or not (
@@ -113,9 +114,10 @@ class TrainConfig:
             )
         if self.max_steps == -1 and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
-        unknown = sorted(set(self.reward_weights) - set(REWARDS))
+        unknown = sorted(name for name in self.reward_weights if name not in REWARDS)
         if unknown or not self.reward_weights:
-            raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)}")
+            raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)} "
+                              "or a package.module:function")
         if self.lr_scheduler == TIME_DECAY and self.max_time_s is None:
             raise ConfigError(f"lr_scheduler {TIME_DECAY!r} decays over the time budget: set max_time_s too")
         if self.loss_type not in LOSS_TYPES:
@@ -155,16 +157,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown train config field {unknown[0]!r}: known fields are {', '.join(sorted(known))}")
-        return cls(**d)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        return strict_from_dict(cls, d)
 
 
 def resolve_device(device: str) -> str:

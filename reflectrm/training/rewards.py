@@ -13,12 +13,15 @@ names a Response (Eq. 2) or a Critique (Eq. 3). Pure standard library.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
 from reflectrm.core.types import ParseStatus
+from reflectrm.errors import ConfigError
 
 Completion = str | Sequence[Mapping[str, Any]]
 
@@ -64,14 +67,52 @@ def format_reward(completions: Sequence[Completion], task: Sequence[str], **kwar
     ]
 
 
-def arithmetic_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
-    """The demo domain's process reward (`reflectrm.demo.rewards`): 1.0 when the analysis's arithmetic is true."""
-    from reflectrm.demo.rewards import arithmetic_reward as demo_arithmetic
+RewardFunction = Callable[..., list[float]]
+"""TRL's convention: keyword arguments (`prompts`, `completions`, dataset columns ...) in, one float per completion out."""
 
-    return demo_arithmetic(completions=completions, **kwargs)
+BUILTIN_REWARDS: Mapping[str, RewardFunction] = MappingProxyType({"accuracy": accuracy_reward, "format": format_reward})
+"""The task-independent rewards: the paper's outcome reward, and a format reward."""
+
+REWARD_PLUGINS: Mapping[str, str] = MappingProxyType({
+    "arithmetic": "reflectrm.demo.rewards:arithmetic_reward",  # the demo domain's process reward (demo data only)
+})
+"""Rewards that live with their task domain, by import path: loaded when a run names them, so training never
+imports a domain (the domain imports this module's convention instead). Any other "package.module:function"
+is accepted as a reward name too, the way TRL's `reward_funcs` accepts dotted paths."""
 
 
-REWARDS = {"accuracy": accuracy_reward, "format": format_reward, "arithmetic": arithmetic_reward}
+def load_reward(path: str) -> RewardFunction:
+    """The function a "package.module:function" path names."""
+    module, _, attr = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"reward {path!r} cannot be loaded ({exc}): name a built-in reward "
+                          f"({', '.join(BUILTIN_REWARDS)}) or an importable package.module:function") from exc
+    if not callable(fn):
+        raise ConfigError(f"reward {path!r} is not a function: name a package.module:function")
+    return fn
+
+
+class _Rewards(Mapping[str, RewardFunction]):
+    """Reward functions by name: the built-ins, the plugins (imported on first use), or a "module:function"."""
+
+    def __getitem__(self, name: str) -> RewardFunction:
+        if name in BUILTIN_REWARDS:
+            return BUILTIN_REWARDS[name]
+        path = REWARD_PLUGINS.get(name, name)
+        if ":" not in path:
+            raise KeyError(name)
+        return load_reward(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((*BUILTIN_REWARDS, *REWARD_PLUGINS))
+
+    def __len__(self) -> int:
+        return len(BUILTIN_REWARDS) + len(REWARD_PLUGINS)
+
+
+REWARDS: Mapping[str, RewardFunction] = _Rewards()
 """Reward functions by the name `TrainConfig.reward_weights` uses."""
 
 

@@ -13,7 +13,7 @@ from app.resources import Cancelled, ModelHolder, ReviewLeases, warm_up_generati
 from app.services import AppServices, audit_stats, build_pair, parse_ids, parse_marks
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
-from reflectrm.pipeline import judge_many
+from reflectrm.pipeline import Progress, Stage, judge_many
 from reflectrm.backends import ScriptedBackend
 from reflectrm.core.config import JudgeConfig
 from tests.app.conftest import first_position_output
@@ -141,10 +141,13 @@ def test_stop_before_generation_records_nothing(services: AppServices, pair: Pre
 
 
 def test_progress_reports_both_stages(services: AppServices, pair: PreferencePair) -> None:
-    seen: list[str] = []
-    services.judge(pair, progress=lambda fraction, desc: seen.append(desc))
-    assert [d.split(":")[0] for d in seen] == ["stage 1", "stage 2"]
-    assert "8 output(s)" in seen[0]
+    seen: list[Progress] = []
+    services.judge(pair, progress=seen.append)
+    assert [(e.stage, e.done, e.total) for e in seen] == [
+        (Stage.SAMPLING, 0, 8), (Stage.SAMPLING, 8, 8), (Stage.REFLECTING, 0, 7), (Stage.REFLECTING, 7, 7),
+        (Stage.DECIDED, 1, 1)]
+    assert [e.fraction for e in seen] == [0.0, 0.5, 0.5, 1.0, 1.0]
+    assert seen[1].tokens > 0 and str(seen[0]).startswith("stage 1")
 
 
 # --- audit ------------------------------------------------------------------------------------------------------
@@ -161,7 +164,7 @@ def test_audit_records_linked_twins(biased_services: AppServices, pair: Preferen
 def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServices) -> None:
     biased_services.add_demo_pairs(6)
     seen: list[float] = []
-    report = biased_services.batch_audit("demo-arith", sample=5, seed=1, progress=lambda f, d: seen.append(f))
+    report = biased_services.batch_audit("demo-arith", sample=5, seed=1, progress=lambda e: seen.append(e.fraction))
     total = report.subsets[-1]
     assert total.subset == "all" and total.pairs == 5
     assert total.flip_rate == 1.0 and total.first_position_win_rate == 1.0
@@ -176,7 +179,7 @@ def test_batch_audit_stops_between_batches(biased_services: AppServices) -> None
     biased_services.add_demo_pairs(6)
     cancel = threading.Event()
 
-    def stop_after_first(fraction: float | None, desc: str) -> None:
+    def stop_after_first(event: Progress) -> None:
         cancel.set()
 
     with pytest.raises(Cancelled):

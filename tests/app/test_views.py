@@ -103,8 +103,8 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("REFLECTRM_MAX_NEW_TOKENS", "96")
     monkeypatch.setenv("REFLECTRM_DATABASE_URL", "sqlite:///x.db")
     s = load_settings(port=8123)
-    assert s.credentials() == [("ana", "secret")]
-    assert (s.port, s.host, s.database_url) == (8123, "127.0.0.1", "sqlite:///x.db")
+    assert s.app.credentials() == [("ana", "secret")]
+    assert (s.app.port, s.app.host, s.store.database_url) == (8123, "127.0.0.1", "sqlite:///x.db")
     assert s.judge_config().max_new_tokens == 96 and s.judge_config().reflection_max_new_tokens == 96
 
 
@@ -113,7 +113,7 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     [
         pytest.param({"REFLECTRM_AUTH": "ana"}, "user:password", id="auth-without-password"),
         pytest.param({"REFLECTRM_PORT": "99999"}, "REFLECTRM_PORT", id="port-range"),
-        pytest.param({"REFLECTRM_STRATEGY": "best"}, "strategy must be one of", id="strategy"),
+        pytest.param({"REFLECTRM_STRATEGY": "best"}, "strategy 'best' is unknown: use one of", id="strategy"),
     ],
 )
 def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict, fragment: str) -> None:
@@ -141,7 +141,7 @@ def test_bad_auth_does_not_echo_the_password(monkeypatch: pytest.MonkeyPatch) ->
     ],
 )
 def test_torch_threads(fields: dict, threads: int | None) -> None:
-    assert load_settings(**fields).torch_threads() == threads
+    assert load_settings(**fields).generation.torch_threads() == threads
 
 
 def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:

@@ -10,7 +10,7 @@ import pytest
 from db.formats import EXPORT_KINDS, IMPORT_FIELDS
 from db.models import Base
 from db.services import JudgmentStore
-from db.settings import Settings
+from db.settings import StoreSettings
 
 README = (Path(__file__).resolve().parents[2] / "db" / "README.md").read_text(encoding="utf-8")
 SERVICES = [n for n, f in inspect.getmembers(JudgmentStore) if callable(f) and not n.startswith("_")]
@@ -26,7 +26,7 @@ def test_every_service_is_listed(method: str) -> None:
     assert f"`{method}(" in README or f"/ `{method}(" in README
 
 
-@pytest.mark.parametrize("setting", sorted(Settings.model_fields))
+@pytest.mark.parametrize("setting", sorted(StoreSettings.model_fields))
 def test_every_setting_is_documented(setting: str) -> None:
     assert f"`REFLECTRM_{setting.upper()}`" in README
 

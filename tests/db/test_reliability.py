@@ -19,7 +19,7 @@ from sqlalchemy import select
 from db import models as m
 from db.engine import run_transaction, session_factories
 from db.services import JudgmentStore
-from db.settings import Settings
+from db.settings import StoreSettings
 from tests.db.store_writer import big_pair, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def test_eight_threads_and_two_processes_write_one_sqlite_file(
     for p in processes:  # every process is up before anyone writes, so they all overlap
         assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
     errors: list[BaseException] = []
-    settings = Settings(database_url=sqlite_url, sqlite_busy_timeout_s=busy_timeout_s)
+    settings = StoreSettings(database_url=sqlite_url, sqlite_busy_timeout_s=busy_timeout_s)
     with JudgmentStore.open(sqlite_url, settings=settings) as store:  # one store shared by the threads, as in the app
 
         def run(k: int) -> None:
@@ -124,7 +124,7 @@ def test_a_writer_killed_mid_stream_leaves_every_committed_judgment_whole(sqlite
 def test_a_write_waits_out_a_lock_held_longer_than_the_busy_timeout(sqlite_url: str) -> None:
     # The busy timeout is 50 ms; another connection holds the write lock for 400 ms. The retry loop
     # must absorb the "database is locked" errors SQLite raises meanwhile.
-    settings = Settings(database_url=sqlite_url, sqlite_busy_timeout_s=0.05, lock_retry_s=10)
+    settings = StoreSettings(database_url=sqlite_url, sqlite_busy_timeout_s=0.05, lock_retry_s=10)
     path = sqlite_url.removeprefix("sqlite:///")
     blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     blocker.execute("BEGIN IMMEDIATE")
@@ -141,7 +141,7 @@ def test_the_retry_gives_up_with_a_clear_error(sqlite_url: str) -> None:
     from db.engine import DatabaseBusyError, make_engine
 
     path = sqlite_url.removeprefix("sqlite:///")
-    engine = make_engine(sqlite_url, Settings(database_url=sqlite_url, sqlite_busy_timeout_s=0.01))
+    engine = make_engine(sqlite_url, StoreSettings(database_url=sqlite_url, sqlite_busy_timeout_s=0.01))
     writes, _ = session_factories(engine)
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")

@@ -105,7 +105,7 @@ def test_normalise_url_rejects_unsupported_databases(bad: str) -> None:
 
 def test_settings_read_the_environment_and_reject_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REFLECTRM_DATABASE_URL", "postgresql://u@h/db")
-    assert load_settings().database_url == "postgresql+psycopg://u@h/db"
+    assert load_settings().store.database_url == "postgresql+psycopg://u@h/db"
     monkeypatch.setenv("REFLECTRM_SQLITE_SYNCHRONOUS", "sometimes")
     with pytest.raises(ConfigError, match="sqlite_synchronous"):
         load_settings()

@@ -22,7 +22,7 @@ def test_importing_training_loads_no_heavy_module():
 
 def test_rewards_and_runs_use_the_standard_library_and_the_core_only():
     # The reward functions run inside TRL's loop and the run files are read by the app: keep both light.
-    # The demo domain's arithmetic reward is registered here, so it and the domain it reads are held to the same rule.
+    # The demo domain's arithmetic reward is a plugin TRL calls in the same loop: it and its domain keep the same rule.
     light = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.rewards", "reflectrm.demo.rewards",
              "reflectrm.demo.tasks", "__future__")
     for path in (ROOT / "reflectrm" / "training" / "rewards.py", ROOT / "reflectrm" / "training" / "runs.py",

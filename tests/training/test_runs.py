@@ -166,7 +166,7 @@ def test_train_config_defaults_are_the_papers_and_round_trip():
         1e-6, 64, 3.0, 1024, 8, 1.0)
     assert c.completions_per_step == 512 and c.accumulation_steps(1) == 64 and c.accumulation_steps(8) == 8
     assert TrainConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
-    with pytest.raises(ConfigError, match="unknown train config field 'lr'"):
+    with pytest.raises(ConfigError, match="unknown TrainConfig field 'lr'"):
         TrainConfig.from_dict({"lr": 1})
 
 

@@ -1,0 +1,168 @@
+"""Command-line flags derived from a config dataclass, so a new field is added in one place.
+
+    add_config_flags(parser, JudgeConfig, extra={"critique_includes_verdict": Flag(names=("--include-verdict",))})
+    config = config_from_args(JudgeConfig, args)
+
+Every field becomes `--field-name` with the dataclass's default and, as help, the field's
+`metadata["help"]` or else its comment (nanoGPT style: on the field's line, or the comment lines
+right above it). `Flag` adds what a class cannot say: older option names kept working, choices, a
+default tied to another flag. The idea of TRL's `HfArgumentParser`, without its dependency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import io
+import textwrap
+import tokenize
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass
+from typing import Any
+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flag:
+    """What a field's flag needs beyond the dataclass: extra option names, choices, a tied default."""
+
+    names: tuple[str, ...] = ()  # more option strings for the same field (older names stay working)
+    choices: tuple[Any, ...] | None = None
+    tied_to: str | None = None  # unset: take this other field's value (e.g. stage 2's budget follows stage 1's)
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """Each field's help text: `metadata["help"]`, else its trailing comment, else the comment block above it."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # no source shipped (a zipped or compiled install): metadata help only
+        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls) if "help" in f.metadata}
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    lines = source.splitlines()
+    out = {}
+    for node in ast.parse(source).body[0].body:  # type: ignore[attr-defined]
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        text = next((comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments), "")
+        above, n = [], node.lineno - 1
+        while not text and n >= 1 and lines[n - 1].strip().startswith("#"):
+            above.insert(0, comments[n])
+            n -= 1
+        out[node.target.id] = text or " ".join(above)
+    for f in dataclasses.fields(cls):
+        if "help" in f.metadata:
+            out[f.name] = f.metadata["help"]
+    return out
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    raise TypeError(f"field {f.name} has no default: give it one to derive a flag")
+
+
+def add_config_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    *,
+    extra: Mapping[str, Flag] | None = None,
+) -> None:
+    """Add one flag per field of the dataclass `cls` (dest = the field's name)."""
+    extra = extra or {}
+    hints = typing.get_type_hints(cls)
+    helps = field_help(cls)
+    for f in dataclasses.fields(cls):
+        spec = extra.get(f.name, Flag())
+        names = (f"--{f.name.replace('_', '-')}", *spec.names)
+        default = None if spec.tied_to else field_default(f)
+        shown = f"same as --{spec.tied_to.replace('_', '-')}" if spec.tied_to else _shown(default).replace("%", "%%")
+        text = helps.get(f.name, "").replace("%", "%%")
+        kwargs: dict[str, Any] = {"dest": f.name, "default": default, "help": f"{text} (default: {shown})".strip()}
+        if spec.choices is not None:
+            kwargs["choices"] = spec.choices
+        parser.add_argument(*names, **kwargs, **_parsing(hints[f.name], f.name))
+
+
+def config_from_args(cls: type, args: argparse.Namespace, *, extra: Mapping[str, Flag] | None = None,
+                     **changes: Any) -> Any:
+    """An instance of `cls` from the flags `add_config_flags` added (tied fields filled in), plus `changes`."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
+    for name, spec in (extra or {}).items():
+        if spec.tied_to and values[name] is None:
+            values[name] = values[spec.tied_to]
+    return cls(**{**values, **changes})
+
+
+# --- how a field's type reads from the command line ---------------------------------------------------------
+
+
+def _parsing(hint: Any, name: str) -> dict[str, Any]:
+    """argparse keywords for a field of type `hint`: an action for booleans, else a `type` converter."""
+    optional, base = _unwrap_optional(hint)
+    if base is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    origin = typing.get_origin(base)
+    if origin is tuple:
+        return {"type": _or_none(_comma_list, optional), "metavar": "A,B,..."}
+    if origin in (Mapping, dict) or base in (Mapping, dict):
+        return {"type": _or_none(_weights, optional), "metavar": "NAME=W,..."}
+    if base in (int, float, str):
+        return {"type": _or_none(base, optional)} if optional else {"type": base}
+    raise TypeError(f"field {name}: no command-line reading for type {hint!r}; give it one in reflectrm.flags")
+
+
+def _shown(value: Any) -> str:
+    """A default as it would be typed: "accuracy=1.0" for a mapping, "a,b" for a tuple of names."""
+    if isinstance(value, Mapping) or (isinstance(value, tuple) and value and all(
+            isinstance(v, tuple) and len(v) == 2 for v in value)):
+        return ",".join(f"{k}={v}" for k, v in dict(value).items())
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _unwrap_optional(hint: Any) -> tuple[bool, Any]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return True, args[0]
+    return False, hint
+
+
+def _or_none(convert: Callable[[str], Any], optional: bool) -> Callable[[str], Any]:
+    """`convert`, and "none" for None when the field is optional (`--max-time-s none`)."""
+    if not optional:
+        return convert
+
+    def read(text: str) -> Any:
+        return None if text.strip().lower() == "none" else convert(text)
+
+    read.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its error message
+    return read
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _weights(text: str) -> dict[str, float]:
+    """ "accuracy=1,format=0.5" -> {"accuracy": 1.0, "format": 0.5}."""
+    out = {}
+    for item in _comma_list(text):
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():  # argparse prints this message as is, with the flag's name and exit 2
+            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=WEIGHT: write e.g. accuracy=1,format=0.5")
+    return out

