@@ -23,7 +23,7 @@ from db.repository import get_pairs
 from db.types import utcnow
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError
-from reflectrm.training import recipe
+import reflectrm.training.recipe as recipe
 
 EXAMPLE_MODELS: dict[str, type[m.PreferenceExample] | type[m.ReflectionPair]] = {
     "preference": m.PreferenceExample,

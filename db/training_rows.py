@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, aliased
 from db import models as m
 from db.repository import pair_from_row
 from reflectrm.core.types import PreferencePair
-from reflectrm.training import recipe
+import reflectrm.training.recipe as recipe
 from reflectrm.training.recipe import Analysis, Rendering, TrainingExample
 
 KINDS = ("preference", "reflection")  # the order a snapshot's rows are in: preference examples first, by id
