@@ -24,7 +24,7 @@ from db.derivation import (
     reflection_content,
 )
 from db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
-from db.repository import get_pairs
+from db.repository import get_pairs, seen_pair
 from db.types import utcnow
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError
@@ -205,7 +205,8 @@ def sync_derived(session: Session, *, correction_id: int) -> None:
 def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, dict[str, dict[str, Any]]]:
     """The examples a correction derives, keyed by content hash."""
     pair_id = _judgment_pair_id(session, row.judgment_id)
-    pair = get_pairs(session, pair_ids=[pair_id])[pair_id]
+    swapped = bool(session.scalar(select(m.Judgment.swapped).where(m.Judgment.id == row.judgment_id)))
+    pair = seen_pair(get_pairs(session, pair_ids=[pair_id])[pair_id], swapped=swapped)  # verdicts use its numbering
     samples = _samples(session, row.judgment_id)
     analyses = {s.id: Analysis(s.id, s.analysis, s.prediction) for s in samples}
     by_position = {s.position: s.id for s in samples}

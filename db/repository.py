@@ -81,6 +81,11 @@ def pair_from_row(row: Any) -> PreferencePair:
     )
 
 
+def seen_pair(pair: PreferencePair, *, swapped: bool) -> PreferencePair:
+    """The pair as a judgment saw it: the stored pair, or its swapped order for a swapped-order twin."""
+    return pair.swapped() if swapped else pair
+
+
 def get_pairs(session: Session, *, pair_ids: Sequence[int]) -> dict[int, PreferencePair]:
     out: dict[int, PreferencePair] = {}
     for chunk in _chunks(list(dict.fromkeys(pair_ids)), _IN_CHUNK):
@@ -100,8 +105,15 @@ def list_pairs(session: Session, *, source: str | None, limit: int, offset: int)
 
 
 def add_judgments(session: Session, *, judgments: Sequence[Judgment], swapped: bool) -> list[int]:
-    """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair."""
-    pair_ids, _ = add_pairs(session, pairs=[j.pair for j in judgments])
+    """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair.
+
+    A swapped order is a judgment of the same pair, stored against the original pair's row with
+    `swapped` set: an audit never adds a pair to the data set it audits.
+    """
+    originals = judgments[::2] if swapped else judgments
+    pair_ids, _ = add_pairs(session, pairs=[j.pair for j in originals])
+    if swapped:
+        pair_ids = [p for p in pair_ids for _ in range(2)]
     ids = [
         add_judgment(session, judgment=j, pair_id=p, swapped=swapped and k % 2 == 1)
         for k, (j, p) in enumerate(zip(judgments, pair_ids))
@@ -294,7 +306,9 @@ def _assemble(session: Session, rows: Sequence[Any]) -> list[StoredJudgment]:
         StoredJudgment(
             id=r.id,
             pair_id=r.pair_id,
-            judgment=_judgment_from_rows(r, pairs[r.pair_id], samples.get(r.id, []), reflections.get(r.id, [])),
+            judgment=_judgment_from_rows(
+                r, seen_pair(pairs[r.pair_id], swapped=r.swapped), samples.get(r.id, []), reflections.get(r.id, [])
+            ),
             sample_ids=tuple(s.id for s in samples.get(r.id, [])),
             twin_id=r.twin_id,
             swapped=r.swapped,
@@ -315,14 +329,20 @@ def _children(
     return out
 
 
+def seen_label() -> Any:
+    """The pair's label in the numbering of the judgment's order (SQL)."""
+    return case((m.Judgment.swapped.is_(True), 3 - m.Pair.label), else_=m.Pair.label)
+
+
 def review_queue(
     session: Session, *, include_corrected: bool, flagged_only: bool, source: str | None, limit: int, offset: int
 ) -> list[JudgmentSummary]:
     """Judgments most worth a person's look first: most review flags, then lowest anchor confidence."""
     j, p, twin, c = m.Judgment, m.Pair, aliased(m.Judgment), m.Correction
+    label = seen_label()
     flags = {
         "abstained": j.verdict.is_(None),
-        "label_disagrees": and_(p.label.is_not(None), j.verdict.is_not(None), j.verdict != p.label),
+        "label_disagrees": and_(p.label.is_not(None), j.verdict.is_not(None), j.verdict != label),
         # orders agree when the verdicts point at the same response, i.e. differ as numbers
         "flipped": and_(twin.verdict.is_not(None), j.verdict.is_not(None), twin.verdict == j.verdict),
         "overturned": j.overturned,
@@ -342,7 +362,7 @@ def review_queue(
             j.created_at,
             p.messages,
             p.source,
-            p.label,
+            label.label("label"),
             c.id.label("correction_id"),
             *columns,
         )

@@ -389,7 +389,7 @@ def _check_swapped(judgments: Sequence[Judgment], *, swapped: bool) -> None:
         raise InputError(f"swapped=True needs [original, swapped] pairs, got {len(judgments)} judgments")
     for k in range(0, len(judgments), 2):
         original, other = judgments[k], judgments[k + 1]
-        if original.pair.swapped().fingerprint() != other.pair.fingerprint():
+        if original.pair.swapped() != other.pair:
             raise InputError(f"judgments {k} and {k + 1} are not the two orders of one pair: pass [original, swapped]")
 
 
