@@ -49,8 +49,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     print(f"ReflectRM app on http://{settings.host}:{settings.port} (database {services.store.engine.url!r})",
           file=sys.stderr, flush=True)
     try:
-        demo.launch(server_name=settings.host, server_port=settings.port, auth=settings.credentials() or None,
-                    quiet=True, **launch_options())
+        demo.launch(server_name=settings.host, server_port=settings.port, quiet=True, **launch_options(settings))
     finally:
         services.close()
     return 0

@@ -177,8 +177,9 @@ class GuardedBackend:
         self._check()
         if self.progress is not None:
             outputs = sum(len(r.seeds) for r in requests)
-            what = "stage 1: sampling" if params.logprobs else "stage 2: reflecting,"
-            self.progress(None, f"{what} {outputs} output(s)")
+            # stage 1 (sampling with log-probs) is roughly the first half of a judgment's work, stage 2 the rest
+            fraction, what = (0.05, "stage 1: sampling") if params.logprobs else (0.5, "stage 2: reflecting,")
+            self.progress(fraction, f"{what} {outputs} output(s)")
         with self.lock:
             self._check()
             self.calls += 1

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, select, update
+from sqlalchemy import Text, and_, case, cast, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -334,10 +334,8 @@ def seen_label() -> Any:
     return case((m.Judgment.swapped.is_(True), 3 - m.Pair.label), else_=m.Pair.label)
 
 
-def review_queue(
-    session: Session, *, include_corrected: bool, flagged_only: bool, source: str | None, limit: int, offset: int
-) -> list[JudgmentSummary]:
-    """Judgments most worth a person's look first: most review flags, then lowest anchor confidence."""
+def _summaries_select() -> Any:
+    """Judgment summaries (one row each, with review flags and the active correction), unordered."""
     j, p, twin, c = m.Judgment, m.Pair, aliased(m.Judgment), m.Correction
     label = seen_label()
     flags = {
@@ -359,6 +357,7 @@ def review_queue(
             j.model,
             j.anchor_confidence,
             j.twin_id,
+            j.swapped,
             j.created_at,
             p.messages,
             p.source,
@@ -369,17 +368,54 @@ def review_queue(
         .join(p, p.id == j.pair_id)
         .outerjoin(twin, twin.id == j.twin_id)
         .outerjoin(c, and_(c.judgment_id == j.id, c.active.is_(True)))
-        .order_by(score.desc(), j.anchor_confidence.asc().nulls_first(), j.id)
-        .limit(limit)
-        .offset(offset)
     )
+    return stmt, score
+
+
+def review_queue(
+    session: Session, *, include_corrected: bool, flagged_only: bool, source: str | None, limit: int, offset: int
+) -> list[JudgmentSummary]:
+    """Judgments most worth a person's look first: most review flags, then lowest anchor confidence."""
+    stmt, score = _summaries_select()
+    stmt = stmt.order_by(score.desc(), m.Judgment.anchor_confidence.asc().nulls_first(), m.Judgment.id)
     if not include_corrected:
-        stmt = stmt.where(c.id.is_(None))
+        stmt = stmt.where(m.Correction.id.is_(None))
     if flagged_only:
         stmt = stmt.where(score > 0)
     if source is not None:
-        stmt = stmt.where(p.source == source)
+        stmt = stmt.where(m.Pair.source == source)
+    return [_summary(row) for row in session.execute(stmt.limit(limit).offset(offset))]
+
+
+def history(session: Session, *, search: str, limit: int, before: int | None = None) -> list[JudgmentSummary]:
+    """Judgments newest first (ids below `before` when given), those whose query or source contains `search`."""
+    stmt, _ = _summaries_select()
+    stmt = stmt.order_by(m.Judgment.id.desc()).limit(limit)
+    if before is not None:
+        stmt = stmt.where(m.Judgment.id < before)
+    needle = search.strip().casefold()
+    if needle:
+        # the conversation is stored as JSON: search its text (non-ASCII is kept as is by the JSON serialiser)
+        text = func.lower(cast(m.Pair.messages, Text))
+        stmt = stmt.where(or_(text.contains(needle, autoescape=True), func.lower(m.Pair.source).contains(needle,
+                                                                                                          autoescape=True)))
     return [_summary(row) for row in session.execute(stmt)]
+
+
+def judgment_summary(session: Session, *, judgment_id: int) -> JudgmentSummary | None:
+    stmt, _ = _summaries_select()
+    row = session.execute(stmt.where(m.Judgment.id == judgment_id)).first()
+    return None if row is None else _summary(row)
+
+
+def list_sources(session: Session) -> list[str]:
+    """The data sets (pair sources) in the store, sorted."""
+    return list(session.scalars(select(m.Pair.source).distinct().order_by(m.Pair.source)))
+
+
+def source_pair_ids(session: Session, *, source: str) -> list[int]:
+    """Row ids of a data set's pairs, in id order (a stable order: a seeded sample draws the same pairs)."""
+    return list(session.scalars(select(m.Pair.id).where(m.Pair.source == source).order_by(m.Pair.id)))
 
 
 def _summary(row: Any) -> JudgmentSummary:

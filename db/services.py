@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from db import curation, exporting, repository, schema, training
@@ -122,6 +122,19 @@ class JudgmentStore:
     def list_pairs(self, *, source: str | None = None, limit: int = 100, offset: int = 0) -> list[StoredPair]:
         return self._read(lambda s: repository.list_pairs(s, source=source, limit=limit, offset=offset))
 
+    def sources(self) -> list[str]:
+        """The data sets (pair sources) in the store, sorted."""
+        return self._read(repository.list_sources)
+
+    def pair_ids(self, source: str) -> list[int]:
+        """Row ids of one data set's pairs, in id order."""
+        return self._read(lambda s: repository.source_pair_ids(s, source=source))
+
+    def pairs_by_id(self, pair_ids: Sequence[int]) -> list[PreferencePair]:
+        """Stored pairs by row id, in the order asked."""
+        found = self._read(lambda s: repository.get_pairs(s, pair_ids=pair_ids))
+        return [found[i] for i in pair_ids if i in found]
+
     def record(self, judgments: Sequence[Judgment], *, swapped: bool) -> list[int]:
         """Store judgments with their samples and reflections; returns their row ids, in order.
 
@@ -168,6 +181,17 @@ class JudgmentStore:
             )
         )
 
+    def history(self, *, search: str = "", limit: int = 200, before: int | None = None) -> list[JudgmentSummary]:
+        """Judgments newest first, filtered by text in the query or source (in SQL)."""
+        return self._read(lambda s: repository.history(s, search=search, limit=limit, before=before))
+
+    def summary(self, judgment_id: int) -> JudgmentSummary:
+        """One judgment's summary (flags, label as the judgment saw it, active correction)."""
+        found = self._read(lambda s: repository.judgment_summary(s, judgment_id=judgment_id))
+        if found is None:
+            raise InputError(f"judgment {judgment_id} does not exist: pick one from the judgment list")
+        return found
+
     # --- corrections --------------------------------------------------------------------------------
 
     def correct(
@@ -206,6 +230,39 @@ class JudgmentStore:
             return curation.get_corrections(s, correction_ids=[cid])[0]
 
         return self._write(work)
+
+    def save_correction(
+        self,
+        judgment_id: int,
+        *,
+        verdict: Choice,
+        author: str,
+        note: str = "",
+        marks: Mapping[int, Mark] | None = None,
+    ) -> CorrectionRecord:
+        """A person's verdict on a judgment: a new correction, or an edit (with history) of its active one.
+
+        One transaction: two people correcting one judgment at once give a correction and an edit of
+        it, never "already has a correction" (the loser of the insert race retries as an edit).
+        """
+
+        def work(s: Session) -> CorrectionRecord:
+            active = curation.get_corrections(s, judgment_id=judgment_id, include_withdrawn=False)
+            if active:
+                curation.edit_correction(s, correction_id=active[0].id, author=author, verdict=verdict, note=note,
+                                         marks=dict(marks or {}))
+                return curation.get_corrections(s, correction_ids=[active[0].id])[0]
+            cid = curation.add_correction(s, judgment_id=judgment_id, author=author, verdict=verdict, note=note,
+                                          marks=dict(marks or {}), max_pairs=DEFAULT_MAX_PAIRS,
+                                          seed=secrets.randbits(62))
+            return curation.get_corrections(s, correction_ids=[cid])[0]
+
+        try:
+            return self._write(work)
+        except (IntegrityError, InputError) as exc:
+            if isinstance(exc, InputError) and "already has correction" not in str(exc):
+                raise
+            return self._write(work)  # another writer's correction landed first: this one edits it
 
     def edit_correction(
         self,
