@@ -105,7 +105,7 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
     plot = gr.BarPlot(views.confidence_frame(None), x="sample", y="shown", color="role",
                       title="Confidence per analysis (Eq. 5), as the cards show it",
                       y_title="confidence above the lowest sample's", height=260,
-                      color_map=views.ROLE_COLOURS, elem_id="judge-plot")
+                      color_map=dict(views.ROLE_COLOURS), elem_id="judge-plot")
     with gr.Accordion("Raw judgment (JSON)", open=False):
         raw = gr.JSON(elem_id="judge-json")
     view.base = gr.State(None)
