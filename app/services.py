@@ -392,7 +392,8 @@ class AppServices:
         """Derived examples of one kind with their texts, newest first, filtered."""
         records = self.store.examples(kind, states=filters.states or None, limit=None)
         stored = {s.id: s for s in self.store.load_many(sorted({r.judgment_id for r in records if r.judgment_id}))}
-        verdicts = {c.id: c.verdict for c in self.store.corrections()}
+        wanted = sorted({r.correction_id for r in records if r.correction_id})
+        verdicts = {c.id: c.verdict for c in self.store.corrections(correction_ids=wanted)} if wanted else {}
         rows = [_example_row(r, stored.get(r.judgment_id or -1), verdicts.get(r.correction_id or -1)) for r in records]
         kept = [row for row in reversed(rows) if filters.keeps(row)]
         return kept[:limit]

@@ -396,9 +396,8 @@ def history(session: Session, *, search: str, limit: int, before: int | None = N
     needle = search.strip().casefold()
     if needle:
         # the conversation is stored as JSON: search its text (non-ASCII is kept as is by the JSON serialiser)
-        text = func.lower(cast(m.Pair.messages, Text))
-        stmt = stmt.where(or_(text.contains(needle, autoescape=True), func.lower(m.Pair.source).contains(needle,
-                                                                                                          autoescape=True)))
+        text, source = func.lower(cast(m.Pair.messages, Text)), func.lower(m.Pair.source)
+        stmt = stmt.where(or_(text.contains(needle, autoescape=True), source.contains(needle, autoescape=True)))
     return [_summary(row) for row in session.execute(stmt)]
 
 

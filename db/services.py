@@ -297,9 +297,17 @@ class JudgmentStore:
 
         return self._write(work)
 
-    def corrections(self, *, judgment_id: int | None = None, include_withdrawn: bool = True) -> list[CorrectionRecord]:
+    def corrections(
+        self,
+        *,
+        judgment_id: int | None = None,
+        include_withdrawn: bool = True,
+        correction_ids: Sequence[int] | None = None,
+    ) -> list[CorrectionRecord]:
         return self._read(
-            lambda s: curation.get_corrections(s, judgment_id=judgment_id, include_withdrawn=include_withdrawn)
+            lambda s: curation.get_corrections(
+                s, correction_ids=correction_ids, judgment_id=judgment_id, include_withdrawn=include_withdrawn
+            )
         )
 
     # --- training examples and snapshots -------------------------------------------------------------

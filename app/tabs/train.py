@@ -122,12 +122,14 @@ def build(wb: Workbench, tab: Any) -> None:
 
     def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt, budget, decayed,
                    dtype) -> TrainRequest:
-        return TrainRequest(snapshot=snap or "", base_model=model or "", max_steps=whole(steps, "max steps", minimum=1),
-                            learning_rate=float(rate or 0), lora=bool(use_lora),
-                            batch_size=whole(prompts, "prompts per step", minimum=1), num_generations=whole(size, "group size", minimum=2),
-                            max_completion_length=whole(tokens, "max completion tokens", minimum=1),
-                            save_steps=whole(every, "checkpoint every N steps", minimum=1), gradient_checkpointing=bool(ckpt),
-                            max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto")
+        return TrainRequest(
+            snapshot=snap or "", base_model=model or "", max_steps=whole(steps, "max steps", minimum=1),
+            learning_rate=float(rate or 0), lora=bool(use_lora),
+            batch_size=whole(prompts, "prompts per step", minimum=1),
+            num_generations=whole(size, "group size", minimum=2),
+            max_completion_length=whole(tokens, "max completion tokens", minimum=1),
+            save_steps=whole(every, "checkpoint every N steps", minimum=1), gradient_checkpointing=bool(ckpt),
+            max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto")
 
     def start_run(*values):
         try:

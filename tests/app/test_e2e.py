@@ -536,3 +536,12 @@ def _failed_logins_are_throttled(url: str) -> None:
 def test_no_outbound_connection_at_start_or_while_serving(app_url: str, proxy_trap: ProxyTrap) -> None:
     # runs last in this module: by now the app has started, judged, audited and served the API
     assert proxy_trap.connections == 0
+
+
+def test_the_train_form_names_bad_step_counts_instead_of_an_error_badge(page: Page) -> None:
+    open_tab(page, "Train")
+    for typed, message in (("0", "max steps must be at least 1, got 0"), ("2.5", "max steps must be a whole number")):
+        page.fill("#train-max-steps input", typed)
+        page.click("#train-start")
+        wait_value(page, "train-status", re.escape(message), timeout_s=30)
+    _no_error_badges(page)

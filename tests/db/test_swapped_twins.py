@@ -40,7 +40,8 @@ def _old_style_audit(url: str, store: JudgmentStore, judge_pairs: JudgeFn) -> tu
     engine = make_engine(url)
     with engine.begin() as c:
         c.execute(text("UPDATE judgments SET twin_id = :t WHERE id = :i"), {"t": sid, "i": oid})
-        c.execute(text("UPDATE judgments SET twin_id = :t, swapped = :s WHERE id = :i"), {"t": oid, "i": sid, "s": True})
+        c.execute(text("UPDATE judgments SET twin_id = :t, swapped = :s WHERE id = :i"),
+                  {"t": oid, "i": sid, "s": True})
         c.execute(text("UPDATE alembic_version SET version_num = '0002'"))
     engine.dispose()
     return [oid, sid, ssid], [original, swapped]
