@@ -44,21 +44,21 @@ def build(wb: Workbench, tab: Any) -> None:
             base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                     elem_id="train-base-model")
             with gr.Row():
-                max_steps = gr.Number(d.max_steps, precision=0, label="Max steps", elem_id="train-max-steps")
+                max_steps = gr.Number(d.max_steps, label="Max steps", elem_id="train-max-steps")
                 lr = gr.Number(d.learning_rate, label="Learning rate", elem_id="train-lr")
                 minutes = gr.Number(d.max_minutes, label="Time budget, minutes (0 = none)",
                                     elem_id="train-minutes")
                 lora = gr.Checkbox(d.lora, label="LoRA adapter", elem_id="train-lora")
             with gr.Accordion("More settings", open=False):
                 with gr.Row():
-                    batch = gr.Number(d.batch_size, precision=0, label="Prompts per step",
+                    batch = gr.Number(d.batch_size, label="Prompts per step",
                                       elem_id="train-batch")
-                    group = gr.Number(d.num_generations, precision=0,
+                    group = gr.Number(d.num_generations,
                                       label="Group size (samples per prompt)", elem_id="train-group")
                 with gr.Row():
-                    length = gr.Number(d.max_completion_length, precision=0, label="Max completion tokens",
+                    length = gr.Number(d.max_completion_length, label="Max completion tokens",
                                        elem_id="train-length")
-                    save = gr.Number(d.save_steps, precision=0, label="Checkpoint every N steps",
+                    save = gr.Number(d.save_steps, label="Checkpoint every N steps",
                                      elem_id="train-save")
                 grad_ckpt = gr.Checkbox(d.gradient_checkpointing,
                                         label="Gradient checkpointing (less GPU memory, slower)")
