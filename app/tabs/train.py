@@ -96,12 +96,13 @@ def build(wb: Workbench, tab: Any) -> None:
     seen = gr.State({})
 
     shown = [line, loss, reward, checkpoint, completions, log, runs, seen, timer, watched, status]
+    use_outputs = [status, active_judge, base_model]
     form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt, minutes, decay, precision]
 
     def show(run_id, last, *, full: bool = False) -> dict:
         got = _train_view(services, run_id, {} if full else (last or {}))
-        out: dict[Any, Any] = {line: got["line"], seen: got["seen"], timer: gr.Timer(active=got["active"]),
-                               watched: run_id, status: gr.update()}
+        out: dict[Any, Any] = {**unchanged(shown), line: got["line"], seen: got["seen"],
+                               timer: gr.Timer(active=got["active"]), watched: run_id}
         if not got["active"] and "view" in got and "step" in got["changed"]:
             out[status] = got["line"]  # a cancel's "stops after the step in progress" is over: say how it ended
         if "view" not in got:
@@ -135,36 +136,37 @@ def build(wb: Workbench, tab: Any) -> None:
         try:
             run = training.start(request_of(*values))
         except ReflectRMError as exc:
-            return {status: f"error: {exc}"}
+            return {**unchanged(shown), status: f"error: {exc}"}
         return {**show(run.id, {}, full=True), status: f"started run #{run.id} on snapshot {run.snapshot_name!r}"}
 
     def cancel_run(run_id, last):
         if run_id is None:
-            return {status: "error: no run is shown: start one or select one in the list"}
+            return {**unchanged(shown), status: "error: no run is shown: start one or select one in the list"}
         try:
             forced = training.cancel(int(run_id))
         except ReflectRMError as exc:
-            return {status: f"error: {exc}"}
+            return {**unchanged(shown), status: f"error: {exc}"}
         note = (f"run #{run_id} stopped at once" if forced
                 else f"run #{run_id} stops after the step in progress, with a checkpoint (press again to stop at once)")
         return {**show(run_id, last), status: note}
 
     def resume_run(run_id, steps):
         if run_id is None:
-            return {status: "error: no run is shown: select one in the list"}
+            return {**unchanged(shown), status: "error: no run is shown: select one in the list"}
         try:
             run = training.resume(int(run_id), max_steps=whole(steps, "max steps", minimum=1))
         except ReflectRMError as exc:
-            return {status: f"error: {exc}"}
+            return {**unchanged(shown), status: f"error: {exc}"}
         return {**show(run.id, {}, full=True), status: f"resumed run #{run.id} from its last checkpoint"}
 
     def use_checkpoint(run_id, path):
         if run_id is None or not path:
-            return {status: "error: pick a checkpoint of a run first (a run saves them as it trains)"}
+            return {**unchanged(use_outputs),
+                    status: "error: pick a checkpoint of a run first (a run saves them as it trains)"}
         try:
             name = services.use_judge(int(run_id), path)
         except ReflectRMError as exc:
-            return {status: f"error: {exc}"}
+            return {**unchanged(use_outputs), status: f"error: {exc}"}
         return {status: f"the judge is now {name}: judgments from now on use it", active_judge: name,
                 base_model: name}
 
@@ -185,7 +187,7 @@ def build(wb: Workbench, tab: Any) -> None:
     start.click(start_run, form, shown, api_visibility="private", concurrency_limit=1)
     cancel.click(cancel_run, [watched, seen], shown, api_visibility="private")
     resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)
-    use.click(use_checkpoint, [watched, checkpoint], [status, active_judge, base_model], api_visibility="private",
+    use.click(use_checkpoint, [watched, checkpoint], use_outputs, api_visibility="private",
               concurrency_limit=1)
     runs.select(select_run, None, shown, **quiet)
     # a read-only Textbox does not follow new text on its own: show the end of the log, where the news is
