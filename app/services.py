@@ -51,6 +51,10 @@ MAX_INPUT_CHARS = 100_000
 """Characters a pair from the form or the API may hold in all (checked before any tokenising)."""
 
 
+BROWSE_SCAN_PAGES = 20
+"""Pages Curate reads at most to fill one page under a text or agreement filter (those need the texts)."""
+
+
 class NeedsConfirmation(ReflectRMError):
     """A correction contradicts the known label or the judge's unanimous samples: ask before saving it."""
 
@@ -388,15 +392,30 @@ class AppServices:
 
     # --- curate ------------------------------------------------------------------------------------------
 
-    def browse(self, kind: ExampleKind, filters: ExampleFilter = ExampleFilter(), *, limit: int = 500) -> list[ExampleRow]:
-        """Derived examples of one kind with their texts, newest first, filtered."""
-        records = self.store.examples(kind, states=filters.states or None, limit=None)
+    def browse(
+        self, kind: ExampleKind, filters: ExampleFilter = ExampleFilter(), *, limit: int = 500
+    ) -> list[ExampleRow]:
+        """Derived examples of one kind with their texts, newest first, filtered.
+
+        State, source and days filter in SQL; the agreement and text filters need the judgments' texts, so
+        pages of `limit` are read until `limit` rows are kept (at most `BROWSE_SCAN_PAGES` pages).
+        """
+        kept: list[ExampleRow] = []
+        for page in range(BROWSE_SCAN_PAGES):
+            records = self.store.examples(kind, states=filters.states or None, source=filters.source or None,
+                                          since=filters.since, until=filters.until, newest_first=True,
+                                          limit=limit, offset=page * limit)
+            kept.extend(row for row in self._example_rows(records) if filters.keeps(row))
+            if len(kept) >= limit or len(records) < limit:
+                break
+        return kept[:limit]
+
+    def _example_rows(self, records: Sequence[Any]) -> list[ExampleRow]:
         stored = {s.id: s for s in self.store.load_many(sorted({r.judgment_id for r in records if r.judgment_id}))}
         wanted = sorted({r.correction_id for r in records if r.correction_id})
         verdicts = {c.id: c.verdict for c in self.store.corrections(correction_ids=wanted)} if wanted else {}
-        rows = [_example_row(r, stored.get(r.judgment_id or -1), verdicts.get(r.correction_id or -1)) for r in records]
-        kept = [row for row in reversed(rows) if filters.keeps(row)]
-        return kept[:limit]
+        return [_example_row(r, stored.get(r.judgment_id or -1), verdicts.get(r.correction_id or -1))
+                for r in records]
 
     def set_excluded(self, kind: ExampleKind, ids: Sequence[int], *, excluded: bool) -> int:
         if not ids:
@@ -406,8 +425,8 @@ class AppServices:
         return self.store.restore_examples(kind, ids)
 
     def mix(self) -> Mix:
-        return Mix(preference=len(self.store.examples("preference", limit=None)),
-                   reflection=len(self.store.examples("reflection", limit=None)))
+        counts = self.store.example_counts()
+        return Mix(preference=counts["preference"], reflection=counts["reflection"])
 
     def snapshot(self, name: str, *, note: str = "") -> SnapshotRecord:
         return self.store.snapshot(name.strip(), note=note)

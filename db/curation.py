@@ -8,9 +8,11 @@ so a snapshot's members keep the contents its hash was computed from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as dt_time
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from db import models as m
@@ -290,14 +292,34 @@ def list_examples(
     correction_id: int | None,
     limit: int | None,
     offset: int,
+    source: str | None = None,
+    since: date | None = None,
+    until: date | None = None,
+    newest_first: bool = False,
 ) -> list[ExampleRecord]:
+    """Examples of one kind, filtered (state, correction, the pair's source, creation days) and paged in SQL."""
     model = _example_model(kind)
-    stmt = select(model).order_by(model.id).offset(offset).limit(limit)
+    stmt = select(model).order_by(model.id.desc() if newest_first else model.id).offset(offset).limit(limit)
+    if source is not None:
+        stmt = stmt.join(m.Pair, m.Pair.id == model.pair_id).where(m.Pair.source == source)
+    if since is not None:
+        stmt = stmt.where(model.created_at >= datetime.combine(since, dt_time.min, tzinfo=timezone.utc))
+    if until is not None:
+        stmt = stmt.where(model.created_at < datetime.combine(until + timedelta(days=1), dt_time.min,
+                                                              tzinfo=timezone.utc))
     if states is not None:
         stmt = stmt.where(model.state.in_(list(states)))
     if correction_id is not None:
         stmt = stmt.where(model.correction_id == correction_id)
     return [_example_record(kind, row) for row in session.scalars(stmt)]
+
+
+def count_examples(session: Session, *, states: Sequence[str]) -> dict[ExampleKind, int]:
+    """Examples per kind in the given states (counted in SQL)."""
+    return {
+        kind: session.scalar(select(func.count()).select_from(model).where(model.state.in_(list(states)))) or 0
+        for kind, model in EXAMPLE_MODELS.items()
+    }
 
 
 def _example_model(kind: str) -> type[m.PreferenceExample] | type[m.ReflectionPair]:

@@ -13,6 +13,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -320,13 +321,25 @@ class JudgmentStore:
         correction_id: int | None = None,
         limit: int | None = 100,
         offset: int = 0,
+        source: str | None = None,
+        since: date | None = None,
+        until: date | None = None,
+        newest_first: bool = False,
     ) -> list[ExampleRecord]:
-        """Derived examples of one kind ("preference" / "reflection"); `states=None` lists every state."""
+        """Derived examples of one kind ("preference" / "reflection"); `states=None` lists every state.
+
+        `source`, `since` and `until` (creation days, inclusive, UTC) filter in SQL.
+        """
         return self._read(
             lambda s: curation.list_examples(
-                s, kind=kind, states=states, correction_id=correction_id, limit=limit, offset=offset
+                s, kind=kind, states=states, correction_id=correction_id, limit=limit, offset=offset,
+                source=source, since=since, until=until, newest_first=newest_first,
             )
         )
+
+    def example_counts(self, *, states: Sequence[str] = ("active",)) -> dict[ExampleKind, int]:
+        """Examples per kind in `states`."""
+        return self._read(lambda s: curation.count_examples(s, states=states))
 
     def exclude_examples(self, kind: ExampleKind, example_ids: Sequence[int]) -> int:
         """Set examples aside (snapshots skip them); returns how many changed."""

@@ -196,3 +196,21 @@ def test_the_curate_table_says_which_label_is_which() -> None:
     assert "label" not in frame.columns and "critique 1" not in frame.columns  # the long texts are in the detail
     assert frame.iloc[0]["known label"] == "Response 1" and frame.iloc[0]["trains toward"] == "Critique 2"
     assert frame.iloc[0]["contested"].startswith("yes")
+
+
+def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> None:
+    from datetime import date, timedelta
+
+    from app.records import ExampleFilter
+
+    services.add_demo_pairs(3)
+    for _, p in services.pairs("demo-arith"):
+        services.correct(services.judge(p).judgment_id, verdict=p.label, author="ana")
+    every = services.browse("preference", limit=10)
+    assert [r.id for r in every] == sorted((r.id for r in every), reverse=True) and len(every) == 3
+    assert [r.id for r in services.browse("preference", limit=2)] == [r.id for r in every[:2]]
+    tomorrow = date.today() + timedelta(days=1)
+    assert services.browse("preference", ExampleFilter(since=tomorrow)) == []
+    assert services.browse("preference", ExampleFilter(source="elsewhere")) == []
+    services.set_excluded("preference", [every[0].id], excluded=True)
+    assert services.mix().preference == 2  # counted in SQL, active only
