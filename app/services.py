@@ -27,7 +27,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.errors import ConfigError, InputError, ReflectRMError
 from reflectrm.pipeline import judge_many, rejudge
 
 from app.records import (
@@ -233,12 +233,12 @@ class AppServices:
         stored = self.store.load(judgment_id)
         if strategy == stored.judgment.strategy:
             return JudgeResult(judgment_id=judgment_id, judgment=stored.judgment)
-        backend = self._backend(cancel)
-        judgment = rejudge(stored.judgment, strategy, backend)
-        if not backend.calls:
-            judgment = replace(judgment, model=stored.judgment.model, model_revision=stored.judgment.model_revision,
-                               backend=stored.judgment.backend, timings=stored.judgment.timings)
-        return JudgeResult(judgment_id=judgment_id, judgment=judgment, reaggregated=True, generated=backend.calls,
+        try:  # the library keeps the record's model when nothing has to be generated (no model is loaded)
+            judgment, calls = rejudge(stored.judgment, strategy), 0
+        except ConfigError:  # the strategy needs outputs the record lacks: generate just those
+            backend = self._backend(cancel)
+            judgment, calls = rejudge(stored.judgment, strategy, backend), backend.calls
+        return JudgeResult(judgment_id=judgment_id, judgment=judgment, reaggregated=True, generated=calls,
                            recorded_strategy=stored.judgment.strategy)
 
     def open(self, judgment_id: int) -> StoredJudgment:
