@@ -3,7 +3,7 @@
     reflectrm app                                   # the demo judge, ./reflectrm.db, http://127.0.0.1:7860
     reflectrm app --port 8080 --db sqlite:///judgments.db --model /models/my-judge
 
-Options override the environment settings (`REFLECTRM_*`, see `db.settings.Settings`).
+Options override the environment settings (`REFLECTRM_*`, see `app.settings.AppSettings`).
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     print(f"ReflectRM app on http://{settings.app.host}:{settings.app.port} (database {services.store.engine.url!r})",
           file=sys.stderr, flush=True)
     try:
-        demo.launch(server_name=settings.app.host, server_port=settings.app.port,
-                    auth=settings.app.credentials() or None, quiet=True, **launch_options())
+        demo.launch(server_name=settings.app.host, server_port=settings.app.port, quiet=True, **launch_options(settings))
     finally:
         services.close()
     return 0

@@ -7,6 +7,7 @@ from datetime import date, datetime
 
 from db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment, TrainingRunRecord
 from reflectrm.core.types import Choice, Judgment
+from reflectrm.audit import SubsetStats  # noqa: F401  (re-exported: the app's records name it)
 from reflectrm.pipeline import orders_agree
 from reflectrm.training.runs import Checkpoint, RunProgress
 
@@ -47,49 +48,18 @@ class AuditResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SubsetStats:
-    """Batch-audit figures for one subset (or "all").
-
-    Attributes:
-        pairs: pairs audited.
-        labelled: pairs with a label (the denominator of both-orders accuracy).
-        both_correct: labelled pairs judged right in both orders (Table 5 protocol).
-        flipped: pairs whose two orders picked different responses.
-        compared: pairs where neither order abstained (the denominator of the flip rate).
-        first_wins / verdicts: verdicts for the first-shown response, over all non-abstaining verdicts.
-    """
-
-    subset: str
-    pairs: int = 0
-    labelled: int = 0
-    both_correct: int = 0
-    flipped: int = 0
-    compared: int = 0
-    first_wins: int = 0
-    verdicts: int = 0
-
-    @property
-    def both_orders_accuracy(self) -> float | None:
-        return self.both_correct / self.labelled if self.labelled else None
-
-    @property
-    def flip_rate(self) -> float | None:
-        return self.flipped / self.compared if self.compared else None
-
-    @property
-    def first_position_win_rate(self) -> float | None:
-        return self.first_wins / self.verdicts if self.verdicts else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class FlippedItem:
+    """A pair whose two orders picked different answers; verdicts and label in the original numbering."""
+
     judgment_id: int
     twin_id: int
     subset: str
     query: str
-    verdict: Choice | None
-    swapped_verdict: Choice | None
+    verdict: Choice | None  # the original order's pick
+    swapped_verdict: Choice | None  # the swapped order's pick, translated back to the original numbering
     label: Choice | None
+    response_1: str = ""
+    response_2: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +102,8 @@ class ExampleRow:
     judgment_id: int | None = None
     correction_id: int | None = None
     created_at: datetime | None = None
+    known_label: Choice | None = None  # the pair's own label (in the judgment's numbering), not the example's
+    contested: str = ""  # why the person's verdict is contested ("" when it is not): see `contest_reason`
 
     @property
     def agrees_with_judge(self) -> bool | None:
@@ -144,6 +116,19 @@ class ExampleRow:
         needle = text.casefold()
         return any(needle in t.casefold() for t in (self.query, self.response_1, self.response_2,
                                                        self.critique_1, self.critique_2))
+
+
+def contest_reason(judgment: Judgment, verdict: Choice) -> str:
+    """Why a person's verdict needs a second look: it contradicts the pair's known label, or every one
+    of the judge's parseable samples ("" when neither)."""
+    label = judgment.pair.label
+    if label is not None and verdict != label:
+        return f"the known label says Response {label}"
+    picks = {r.prediction for r in judgment.rollouts if not r.greedy and r.prediction is not None}
+    sampled = sum(1 for r in judgment.rollouts if not r.greedy and r.prediction is not None)
+    if len(picks) == 1 and sampled >= 2 and verdict not in picks:
+        return f"all {sampled} of the judge's parseable samples say Response {picks.pop()}"
+    return ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import shutil
 import tempfile
 import threading
@@ -26,9 +25,10 @@ from db.services import JudgmentStore
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
-from reflectrm.errors import InputError
+from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, orders_agree, rejudge
+from reflectrm.errors import ConfigError, InputError, ReflectRMError
+from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
 from app.records import (
     AuditResult,
@@ -39,7 +39,7 @@ from app.records import (
     JudgeResult,
     Mix,
     ReviewItem,
-    SubsetStats,
+    contest_reason,
 )
 from app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
 from app.settings import AppSettings
@@ -47,7 +47,16 @@ from app.training import TrainingService, default_runs_dir
 
 log = logging.getLogger(__name__)
 
-_SOURCE_SCAN_LIMIT = 20_000  # pairs scanned to list data-set names (the store has no distinct-sources query)
+MAX_INPUT_CHARS = 100_000
+"""Characters a pair from the form or the API may hold in all (checked before any tokenising)."""
+
+
+BROWSE_SCAN_PAGES = 20
+"""Pages Curate reads at most to fill one page under a text or agreement filter (those need the texts)."""
+
+
+class NeedsConfirmation(ReflectRMError):
+    """A correction contradicts the known label or the judge's unanimous samples: ask before saving it."""
 
 
 # --- pure helpers ---------------------------------------------------------------------------------------------
@@ -69,6 +78,10 @@ def build_pair(
         base: the data-set pair the form was filled from; its id, source and subset are kept while the
             texts are unchanged.
     """
+    size = len(query) + len(messages) + len(response_1) + len(response_2)
+    if size > MAX_INPUT_CHARS:
+        raise InputError(f"the pair holds {size:,} characters, over the app's limit of {MAX_INPUT_CHARS:,}: "
+                         "shorten the texts (or judge long pairs with `reflectrm judge --input`)")
     fields: dict[str, Any] = {"response_1": response_1, "response_2": response_2, "label": label}
     if messages.strip():
         try:
@@ -84,33 +97,6 @@ def build_pair(
     elif not pair.source:
         pair = replace(pair, source="manual")
     return pair
-
-
-def audit_stats(judgments: Sequence[tuple[Judgment, Judgment]]) -> list[SubsetStats]:
-    """Per-subset figures over (original, swapped) judgments, sorted by subset, then "all"."""
-    totals: dict[str, dict[str, int]] = {}
-    for original, swapped in judgments:
-        for key in (original.pair.subset or "(none)", "all"):
-            t = totals.setdefault(key, dict.fromkeys(("pairs", "labelled", "both_correct", "flipped", "compared",
-                                                      "first_wins", "verdicts"), 0))
-            _count(t, original, swapped)
-    order = sorted(k for k in totals if k != "all") + (["all"] if totals else [])
-    return [SubsetStats(subset=k, **totals[k]) for k in order]
-
-
-def _count(t: dict[str, int], original: Judgment, swapped: Judgment) -> None:
-    t["pairs"] += 1
-    if original.pair.label is not None:
-        t["labelled"] += 1
-        t["both_correct"] += bool(original.correct and swapped.correct)
-    agree = orders_agree(original, swapped)
-    if agree is not None:
-        t["compared"] += 1
-        t["flipped"] += not agree
-    for j in (original, swapped):
-        if j.verdict is not None:
-            t["verdicts"] += 1
-            t["first_wins"] += j.verdict == 1
 
 
 def parse_marks(right: Sequence[int], wrong: Sequence[int]) -> dict[int, Mark]:
@@ -158,6 +144,7 @@ class AppServices:
     leases: ReviewLeases = field(default_factory=ReviewLeases)
     training: TrainingService | None = None  # None: built over `store` and `settings`
     _generation_lock: threading.Lock = field(default_factory=threading.Lock)
+    _exports: ExportFolders = field(default_factory=lambda: ExportFolders())
 
     def __post_init__(self) -> None:
         if self.training is None:
@@ -181,6 +168,7 @@ class AppServices:
         return cls(store=store, settings=settings, model=holder)
 
     def close(self) -> None:
+        self._exports.remove_all()
         self.store.close()
 
     def active_judge(self) -> str:
@@ -204,13 +192,7 @@ class AppServices:
 
     def sources(self) -> list[str]:
         """Names of the data sets (pair sources) in the store."""
-        found: set[str] = set()
-        for offset in range(0, _SOURCE_SCAN_LIMIT, 1000):
-            page = self.store.list_pairs(limit=1000, offset=offset)
-            found.update(p.pair.source for p in page)
-            if len(page) < 1000:
-                break
-        return sorted(found)
+        return self.store.sources()
 
     def pairs(self, source: str, *, limit: int = 500) -> list[tuple[int, PreferencePair]]:
         return [(p.id, p.pair) for p in self.store.list_pairs(source=source or None, limit=limit)]
@@ -251,12 +233,12 @@ class AppServices:
         stored = self.store.load(judgment_id)
         if strategy == stored.judgment.strategy:
             return JudgeResult(judgment_id=judgment_id, judgment=stored.judgment)
-        backend = self._backend(cancel)
-        judgment = rejudge(stored.judgment, strategy, backend)
-        if not backend.calls:
-            judgment = replace(judgment, model=stored.judgment.model, model_revision=stored.judgment.model_revision,
-                               backend=stored.judgment.backend, timings=stored.judgment.timings)
-        return JudgeResult(judgment_id=judgment_id, judgment=judgment, reaggregated=True, generated=backend.calls,
+        try:  # the library keeps the record's model when nothing has to be generated (no model is loaded)
+            judgment, calls = rejudge(stored.judgment, strategy), 0
+        except ConfigError:  # the strategy needs outputs the record lacks: generate just those
+            backend = self._backend(cancel)
+            judgment, calls = rejudge(stored.judgment, strategy, backend), backend.calls
+        return JudgeResult(judgment_id=judgment_id, judgment=judgment, reaggregated=True, generated=calls,
                            recorded_strategy=stored.judgment.strategy)
 
     def open(self, judgment_id: int) -> StoredJudgment:
@@ -298,33 +280,37 @@ class AppServices:
         cancel: threading.Event | None = None,
         progress: ProgressCallback | None = None,
     ) -> BatchAuditReport:
-        """Audit every pair of a data set (or a seeded random sample of `sample`) in both orders."""
+        """Audit every pair of a data set (or a seeded random sample of `sample`) in both orders.
+
+        Reproducible: the data set does not change (both orders are judgments of its pairs), so the
+        same seed draws the same pairs and, with the same judge, gives the same figures.
+        """
         started = time.perf_counter()
         pairs = self._audit_pairs(source, sample=sample, seed=seed)
+        if progress:
+            progress(_audit_event(None, done=0, total=len(pairs)))
         done: list[tuple[Judgment, Judgment]] = []
         flipped: list[FlippedItem] = []
-        for batch_done, results in self._audit_batches(pairs, seed=seed, cancel=cancel):
+        for results in self._audit_batches(pairs, seed=seed, cancel=cancel, progress=progress):
             done.extend((a.original.judgment, a.swapped.judgment) for a in results)
             flipped.extend(_flipped_item(a) for a in results if a.agree is False)
-            if progress:
-                progress(Progress(stage=Stage.DECIDED, done=batch_done, total=len(pairs), pairs_done=batch_done,
-                                  pairs_total=len(pairs)))
         return BatchAuditReport(source=source, subsets=tuple(audit_stats(done)), flipped=tuple(flipped),
                                 seconds=time.perf_counter() - started)
 
     def _audit_pairs(self, source: str, *, sample: int, seed: int) -> list[PreferencePair]:
         if not source:
             raise InputError("pick a data set to audit (import one, or add the demo pairs)")
-        pairs = [p for _, p in self.pairs(source, limit=_SOURCE_SCAN_LIMIT)]
-        if not pairs:
+        if sample < 0:
+            raise InputError(f"the random sample must be 0 (all pairs) or a positive count, got {sample}")
+        ids = self.store.pair_ids(source)
+        if not ids:
             raise InputError(f"data set {source!r} has no pairs: import some first")
-        if 0 < sample < len(pairs):
-            pairs = random.Random(seed).sample(pairs, sample)
-        return pairs
+        return self.store.pairs_by_id([ids[k] for k in audit_sample(len(ids), sample=sample, seed=seed)])
 
     def _audit_batches(
-        self, pairs: Sequence[PreferencePair], *, seed: int, cancel: threading.Event | None
-    ) -> Iterator[tuple[int, list[AuditResult]]]:
+        self, pairs: Sequence[PreferencePair], *, seed: int, cancel: threading.Event | None,
+        progress: ProgressCallback | None,
+    ) -> Iterator[list[AuditResult]]:
         """Judge and record both orders batch by batch (Stop ends the batch in flight at its next decode step)."""
         size = self.settings.app.audit_batch_size
         config = self._config(None, seed)
@@ -332,21 +318,27 @@ class AppServices:
             chunk = pairs[start : start + size]
             backend = self._backend(cancel)
             both = [p for pair in chunk for p in (pair, pair.swapped())]
-            judgments = list(judge_many(both, backend, config, batch_size=len(both)))
+            report = None if progress is None else (
+                lambda e, start=start: progress(_audit_event(e, done=start, total=len(pairs))))
+            judgments = list(judge_many(both, backend, config, batch_size=len(both), progress=report))
             ids = self.store.record(judgments, swapped=True)
-            results = [
+            yield [
                 AuditResult(original=JudgeResult(judgment_id=ids[k], judgment=judgments[k]),
                             swapped=JudgeResult(judgment_id=ids[k + 1], judgment=judgments[k + 1]))
                 for k in range(0, len(judgments), 2)
             ]
-            yield start + len(chunk), results
 
     # --- review ------------------------------------------------------------------------------------------
 
-    def next_for_review(self, *, reviewer: str, skip: Sequence[int] = (), source: str = "") -> ReviewItem | None:
-        """The first uncorrected judgment in the queue that this reviewer has not skipped and nobody else holds."""
-        queue = self.store.review_queue(limit=200, source=source or None)
-        candidates = [s for s in queue if s.id not in set(skip)]
+    def next_for_review(
+        self, *, reviewer: str, skip: Sequence[int] = (), after: int | None = None, source: str = ""
+    ) -> ReviewItem | None:
+        """The first uncorrected judgment in the queue that this reviewer has not skipped, that is not
+        `after` (the item just left: Next moves on, Skip also keeps it away) and nobody else holds."""
+        leave_out = {*skip, *([after] if after else [])}
+        queue = self.store.review_queue(limit=200 + len(leave_out), source=source or None)
+        candidates = [s for s in queue if s.id not in leave_out]
+        self.leases.release(reviewer)
         for k, summary in enumerate(candidates):
             if self.leases.take(summary.id, reviewer):
                 return self._review_item(summary, remaining=len(candidates) - k)
@@ -354,13 +346,12 @@ class AppServices:
 
     def review_item(self, judgment_id: int, *, reviewer: str) -> ReviewItem:
         """One judgment for review, by id (also an already corrected one)."""
-        stored = self.store.load(int(judgment_id))
-        summary = next(s for s in self.history(limit=1 << 30) if s.id == stored.id)
-        self.leases.take(stored.id, reviewer)
-        return self._review_item(summary, remaining=0, stored=stored)
+        summary = self.store.summary(int(judgment_id))
+        self.leases.take(summary.id, reviewer)
+        return self._review_item(summary, remaining=0)
 
-    def _review_item(self, summary: JudgmentSummary, *, remaining: int, stored: StoredJudgment | None = None) -> ReviewItem:
-        stored = stored or self.store.load(summary.id)
+    def _review_item(self, summary: JudgmentSummary, *, remaining: int) -> ReviewItem:
+        stored = self.store.load(summary.id)
         active = self.store.corrections(judgment_id=summary.id, include_withdrawn=False)
         return ReviewItem(stored=stored, summary=summary, remaining=remaining, correction=active[0] if active else None)
 
@@ -372,30 +363,60 @@ class AppServices:
         author: str,
         note: str = "",
         marks: Mapping[int, Mark] | None = None,
+        confirmed: bool = True,
     ) -> CorrectionRecord:
-        """Save a person's verdict (a new correction, or an edit of the judgment's active one)."""
+        """Save a person's verdict (a new correction, or an edit with history of the judgment's active one).
+
+        With `confirmed=False`, a verdict that contradicts the pair's known label or every one of the
+        judge's parseable samples raises `NeedsConfirmation` instead (the UI asks; the API saves).
+        """
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
+        if not confirmed:
+            reason = contest_reason(self.store.load(int(judgment_id)).judgment, verdict)
+            if reason:
+                raise NeedsConfirmation(f"Response {verdict} contradicts what is known ({reason}): press the same "
+                                        "key again to save it anyway (it is marked contested in Curate)")
         author = author.strip() or self.settings.app.author
+        return self.store.save_correction(int(judgment_id), verdict=verdict, author=author, note=note,
+                                          marks=dict(marks or {}))
+
+    def withdraw(self, judgment_id: int, *, author: str) -> CorrectionRecord:
+        """Withdraw the judgment's active correction (its examples are withdrawn with it)."""
         active = self.store.corrections(judgment_id=int(judgment_id), include_withdrawn=False)
-        if active:
-            return self.store.edit_correction(active[0].id, author=author, verdict=verdict, note=note,
-                                              marks=dict(marks or {}))
-        return self.store.correct(int(judgment_id), verdict=verdict, author=author, note=note, marks=marks)
+        if not active:
+            raise InputError(f"judgment {judgment_id} has no correction to withdraw")
+        return self.store.withdraw_correction(active[0].id, author=author.strip() or self.settings.app.author)
 
     def release(self, reviewer: str) -> None:
         self.leases.release(reviewer)
 
     # --- curate ------------------------------------------------------------------------------------------
 
-    def browse(self, kind: ExampleKind, filters: ExampleFilter = ExampleFilter(), *, limit: int = 500) -> list[ExampleRow]:
-        """Derived examples of one kind with their texts, newest first, filtered."""
-        records = self.store.examples(kind, states=filters.states or None, limit=None)
-        stored = {s.id: s for s in self.store.load_many(sorted({r.judgment_id for r in records if r.judgment_id}))}
-        verdicts = {c.id: c.verdict for c in self.store.corrections()}
-        rows = [_example_row(r, stored.get(r.judgment_id or -1), verdicts.get(r.correction_id or -1)) for r in records]
-        kept = [row for row in reversed(rows) if filters.keeps(row)]
+    def browse(
+        self, kind: ExampleKind, filters: ExampleFilter = ExampleFilter(), *, limit: int = 500
+    ) -> list[ExampleRow]:
+        """Derived examples of one kind with their texts, newest first, filtered.
+
+        State, source and days filter in SQL; the agreement and text filters need the judgments' texts, so
+        pages of `limit` are read until `limit` rows are kept (at most `BROWSE_SCAN_PAGES` pages).
+        """
+        kept: list[ExampleRow] = []
+        for page in range(BROWSE_SCAN_PAGES):
+            records = self.store.examples(kind, states=filters.states or None, source=filters.source or None,
+                                          since=filters.since, until=filters.until, newest_first=True,
+                                          limit=limit, offset=page * limit)
+            kept.extend(row for row in self._example_rows(records) if filters.keeps(row))
+            if len(kept) >= limit or len(records) < limit:
+                break
         return kept[:limit]
+
+    def _example_rows(self, records: Sequence[Any]) -> list[ExampleRow]:
+        stored = {s.id: s for s in self.store.load_many(sorted({r.judgment_id for r in records if r.judgment_id}))}
+        wanted = sorted({r.correction_id for r in records if r.correction_id})
+        verdicts = {c.id: c.verdict for c in self.store.corrections(correction_ids=wanted)} if wanted else {}
+        return [_example_row(r, stored.get(r.judgment_id or -1), verdicts.get(r.correction_id or -1))
+                for r in records]
 
     def set_excluded(self, kind: ExampleKind, ids: Sequence[int], *, excluded: bool) -> int:
         if not ids:
@@ -405,8 +426,8 @@ class AppServices:
         return self.store.restore_examples(kind, ids)
 
     def mix(self) -> Mix:
-        return Mix(preference=len(self.store.examples("preference", limit=None)),
-                   reflection=len(self.store.examples("reflection", limit=None)))
+        counts = self.store.example_counts()
+        return Mix(preference=counts["preference"], reflection=counts["reflection"])
 
     def snapshot(self, name: str, *, note: str = "") -> SnapshotRecord:
         return self.store.snapshot(name.strip(), note=note)
@@ -416,31 +437,48 @@ class AppServices:
 
     def export(self, kind: str, *, fmt: str, snapshot: str = "", include_inactive: bool = False) -> Path:
         """Export to a new temporary file (a .zip for the `hf` folder format) and return its path."""
-        folder = Path(tempfile.mkdtemp(prefix="reflectrm-export-"))
-        suffix = {"jsonl": ".jsonl", "parquet": ".parquet", "hf": ""}[fmt]
+        self._exports.prune()
+        folder = self._exports.new_folder()
+        suffix = {"jsonl": ".jsonl", "parquet": ".parquet", "hf": ""}.get(fmt, "")
         out = folder / f"{kind}{'-' + snapshot if snapshot else ''}{suffix}"
-        self.store.export(kind, fmt=fmt, out=out, include_inactive=include_inactive, snapshot=snapshot or None)
-        if fmt == "hf":
-            return Path(shutil.make_archive(str(out), "zip", root_dir=out))
+        try:
+            self.store.export(kind, fmt=fmt, out=out, include_inactive=include_inactive, snapshot=snapshot or None)
+            if fmt == "hf":
+                archive = Path(shutil.make_archive(str(out), "zip", root_dir=out))
+                shutil.rmtree(out)  # the zip is what is downloaded
+                return archive
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         return out
 
     # --- history -----------------------------------------------------------------------------------------
 
     def history(self, *, search: str = "", limit: int = 200) -> list[JudgmentSummary]:
-        """Stored judgments, newest first."""
-        total = self.store.counts().get("judgments", 0)
-        rows = self.store.review_queue(limit=max(total, 1), include_corrected=True)
-        rows.sort(key=lambda s: s.id, reverse=True)
-        if search.strip():
-            needle = search.strip().casefold()
-            rows = [s for s in rows if needle in s.query.casefold() or needle in s.source.casefold()]
-        return rows[:limit]
+        """Stored judgments, newest first (filtered and limited in SQL)."""
+        return self.store.history(search=search, limit=limit)
 
 
 def _flipped_item(a: AuditResult) -> FlippedItem:
     o, s = a.original.judgment, a.swapped.judgment
+    back = None if s.verdict is None else 3 - s.verdict  # the swapped order's pick, in the original numbering
     return FlippedItem(judgment_id=a.original.judgment_id, twin_id=a.swapped.judgment_id, subset=o.pair.subset,
-                       query=o.pair.query, verdict=o.verdict, swapped_verdict=s.verdict, label=o.pair.label)
+                       query=o.pair.query, verdict=o.verdict, swapped_verdict=back, label=o.pair.label,
+                       response_1=o.pair.response_1, response_2=o.pair.response_2)
+
+
+def _audit_event(event: Progress | None, *, done: int, total: int) -> Progress:
+    """A batch's pipeline event as the whole audit's: each audited pair is two judgments (its two orders).
+
+    `done` pairs were audited before the batch; `event` None is the audit's start. A DECIDED event
+    counts audited pairs (`done` of `total`); the others keep their stage's outputs and tokens.
+    """
+    if event is None:
+        return Progress(stage=Stage.DECIDED, done=0, total=total, pairs_done=0, pairs_total=2 * total)
+    rebased = replace(event, pairs_done=2 * done + event.pairs_done, pairs_total=2 * total)
+    if event.stage is Stage.DECIDED:
+        return replace(rebased, done=done + event.done // 2, total=total)
+    return rebased
 
 
 def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | None) -> ExampleRow:
@@ -458,6 +496,8 @@ def _example_row(record: Any, stored: StoredJudgment | None, human: Choice | Non
         response_2=pair.response_2 if pair else "", label=record.label,
         judge_verdict=judge_verdict, human_verdict=human, critique_1=critiques[0], critique_2=critiques[1],
         judgment_id=record.judgment_id, correction_id=record.correction_id, created_at=record.created_at,
+        known_label=pair.label if pair else None,
+        contested=contest_reason(stored.judgment, human) if stored is not None and human else "",
     )
 
 
@@ -472,5 +512,25 @@ def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend
 
         torch.set_num_threads(threads)
 
-    return load_backend(model or settings.generation.model, backend=settings.generation.backend,
-                        device=settings.generation.device)
+    return load_backend(model or settings.generation.model, backend=settings.generation.backend, device=settings.generation.device)
+
+
+class ExportFolders:
+    """Where exports are written for download: one temporary folder per app, removed at close; an
+    export's own folder is removed once it is older than `keep_s` (the browser has fetched it by then)."""
+
+    def __init__(self, keep_s: float = 600.0) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="reflectrm-exports-"))
+        self.keep_s = keep_s
+
+    def new_folder(self) -> Path:
+        return Path(tempfile.mkdtemp(dir=self.root))
+
+    def prune(self) -> None:
+        cutoff = time.time() - self.keep_s
+        for folder in self.root.iterdir():
+            if folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def remove_all(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -11,11 +11,14 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
+from types import MappingProxyType
 
 from app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView
 from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
+from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
 from reflectrm.training.runs import Checkpoint
 
@@ -32,6 +35,20 @@ def verdict_text(verdict: int | None, *, abstain_reason: str = "") -> str:
     if verdict is None:
         return f"ABSTAIN ({abstain_reason})" if abstain_reason else "ABSTAIN"
     return f"Response {verdict} is better than Response {3 - verdict}"
+
+
+ROLE_COLOURS = MappingProxyType({"anchor": "#e8590c", "winner": "#2f9e44", "tie-breaker": "#f08c00",
+                                 "sample": "#1c7ed6", "greedy": "#7048e8", "unparseable": "#868e96"})
+
+
+def _strategy(j: Judgment) -> Strategy | None:
+    return STRATEGIES.get(j.strategy)
+
+
+def _reflects(j: Judgment) -> bool:
+    """Whether the judgment's strategy uses an anchor and reflections (what its anatomy shows)."""
+    strategy = _strategy(j)
+    return bool(strategy and strategy.reflections)
 
 
 def _conf(x: float) -> str:
@@ -70,8 +87,7 @@ def _summary_html(result: JudgeResult) -> str:
         ("Final verdict", verdict_line(j)),
         ("Strategy", f"{j.strategy} · seed {j.seed} · model {j.model or '?'} ({j.backend or '?'})"),
         ("Record", _record_note(result)),
-        ("Anchor", anchor_reason(j)),
-        ("Winner group", winners_text(j)),
+        *_strategy_rows(j),
         ("Vote", vote_text(j)),
     ]
     cells = "".join(f'<div class="rr-key">{esc(k)}</div><div class="rr-val" data-field="{esc(k.lower())}">{esc(v)}</div>'
@@ -89,6 +105,40 @@ def _record_note(result: JudgeResult) -> str:
     return note
 
 
+def _strategy_rows(j: Judgment) -> list[tuple[str, str]]:
+    """What this strategy used: anchor and winner group, a tie-breaker, or the greedy output."""
+    strategy = _strategy(j)
+    if strategy is not None and strategy.greedy:
+        return [("Greedy output", "one output at temperature 0 decides; the samples below are not used")]
+    if _reflects(j):
+        return [("Anchor", anchor_reason(j)), ("Winner group", winners_text(j))]
+    how = ("each sample's vote weighs exp(its confidence)" if j.strategy == "confidence-weighted"
+           else "one sample, one vote")
+    return [("Aggregation", f"{j.strategy}: {how}; no anchor, no reflections"),
+            ("Tie-breaker", tie_breaker_text(j))]
+
+
+def tie_breaker_text(j: Judgment) -> str:
+    """Under the vote-only strategies the most confident sample settles a tie (it anchors nothing)."""
+    if j.anchor is None:
+        return "none (no parseable output)"
+    used = " (used: the vote was tied)" if j.vote is not None and j.vote.counts[0] == j.vote.counts[1] else ""
+    return f"#{j.anchor}, the most confident sample, decides a tied vote{used}" + _tie_note(j)
+
+
+def _tie_note(j: Judgment) -> str:
+    """Eq. 6 ties: samples as confident as the anchor lose to the earliest one."""
+    anchor = next((r for r in j.rollouts if r.index == j.anchor and not r.greedy), None)
+    if anchor is None:
+        return ""
+    tied = [r.index for r in j.rollouts
+            if r.parseable and not r.greedy and r.index != j.anchor and r.confidence == anchor.confidence]
+    if not tied:
+        return ""
+    return (f"; tied with {', '.join(f'#{i}' for i in tied)} at the same confidence: the earliest sample "
+            "wins a tie (Eq. 6)")
+
+
 def anchor_reason(j: Judgment) -> str:
     """Why the anchor is the anchor: its confidence against the others (Eq. 6)."""
     if j.anchor is None:
@@ -100,6 +150,8 @@ def anchor_reason(j: Judgment) -> str:
     text = f"#{j.anchor}: {how}, {_conf(anchor.confidence)}"
     if others:
         text += f"; next best #{others[0][1]} at {_conf(others[0][0])}, lowest #{others[-1][1]} at {_conf(others[-1][0])}"
+    if j.strategy != "random-anchor":
+        text += _tie_note(j)
     unparsed = sum(1 for r in j.rollouts if not r.parseable and not r.greedy)
     if unparsed:
         text += f"; {unparsed} unparseable output(s) could not anchor"
@@ -128,12 +180,18 @@ def vote_text(j: Judgment) -> str:
 
 
 def _role(r: Rollout, j: Judgment) -> str:
+    """The part a rollout played under the judgment's strategy (only what that strategy used)."""
     if not r.parseable:
         return "unparseable"
-    if r.index == j.anchor and not r.greedy:
-        return "anchor"
-    if r.index in j.winners:
-        return "winner"
+    if r.greedy:
+        return "greedy"
+    if _reflects(j):
+        if r.index == j.anchor:
+            return "anchor"
+        return "winner" if r.index in j.winners else "sample"
+    strategy = _strategy(j)
+    if strategy is not None and not strategy.greedy and r.index == j.anchor:
+        return "tie-breaker"
     return "sample"
 
 
@@ -149,6 +207,7 @@ def _card_html(r: Rollout, j: Judgment) -> str:
     role = _role(r, j)
     badges = {"anchor": '<span class="rr-badge rr-badge-anchor">ANCHOR</span>',
               "winner": '<span class="rr-badge rr-badge-winner">winner group</span>',
+              "tie-breaker": '<span class="rr-badge rr-badge-winner">tie-breaker</span>',
               "unparseable": '<span class="rr-badge rr-badge-bad">unparseable</span>'}.get(role, "")
     tag = "greedy" if r.greedy else f"#{r.index}"
     prediction = f"Response {r.prediction}" if r.prediction else "none"
@@ -166,7 +225,7 @@ def _card_html(r: Rollout, j: Judgment) -> str:
 
 
 def _reflections_html(j: Judgment) -> str:
-    if not j.reflections:
+    if not j.reflections or not _reflects(j):  # a re-aggregation may keep reflections its strategy does not use
         return ""
     rows = "".join(_reflection_row(r) for r in j.reflections)
     return (f'<h4 class="rr-title">Stage 2: {len(j.reflections)} reflection(s) against anchor #{j.anchor}</h4>'
@@ -185,11 +244,16 @@ def _reflection_row(r: Reflection) -> str:
     )
 
 
-def confidence_frame(j: Judgment) -> pd.DataFrame:
-    """One bar per sample (Eq. 5 confidence), coloured by its role; -inf samples left out."""
-    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "confidence": r.confidence, "role": _role(r, j)}
-            for r in j.rollouts if math.isfinite(r.confidence)]
-    return pd.DataFrame(rows, columns=["sample", "confidence", "role"]).astype({"confidence": float})
+def confidence_frame(j: Judgment | None) -> pd.DataFrame:
+    """One bar per sample, as its card's bar shows it: Eq. 5 confidence above the lowest sample's, so the
+    most confident sample has the tallest bar; coloured by its role; -inf samples left out."""
+    columns = ["sample", "shown", "confidence", "role"]
+    finite = [] if j is None else [r for r in j.rollouts if math.isfinite(r.confidence)]
+    low = min((r.confidence for r in finite), default=0.0)
+    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "shown": r.confidence - low,
+             "confidence": r.confidence, "role": _role(r, j)} for r in finite]  # type: ignore[arg-type]
+    return pd.DataFrame(rows, columns=columns).astype({"shown": float, "confidence": float, "sample": str,
+                                                       "role": str})
 
 
 def pair_fields(pair: PreferencePair) -> dict[str, str]:
@@ -208,13 +272,13 @@ def audit_banner(audit: AuditResult) -> str:
     if audit.agree is None:
         return "UNDECIDED: one order abstained"
     picked = lambda j, v: j.pair.response_1 if v == 1 else j.pair.response_2  # noqa: E731
-    first = _short(picked(o, o.verdict))
+    first = short(picked(o, o.verdict))
     if audit.agree:
         return f"CONSISTENT: both orders pick the same response ({first!r})"
-    return f"FLIPPED: the original order picks {first!r}, the swapped order picks {_short(picked(s, s.verdict))!r}"
+    return f"FLIPPED: the original order picks {first!r}, the swapped order picks {short(picked(s, s.verdict))!r}"
 
 
-def _short(text: str, width: int = 60) -> str:
+def short(text: str, width: int = 60) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
@@ -235,16 +299,24 @@ def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, 
         if value is not None
     ], columns=["bar", "metric", "value"]).astype({"bar": str, "metric": str, "value": float})
     flipped = pd.DataFrame([{
-        "judgment": f.judgment_id, "swapped twin": f.twin_id, "subset": f.subset, "query": _short(f.query, 80),
-        "original verdict": _resp(f.verdict), "swapped verdict": _resp(f.swapped_verdict), "label": _resp(f.label),
-    } for f in report.flipped], columns=["judgment", "swapped twin", "subset", "query", "original verdict",
-                                         "swapped verdict", "label"])
+        "judgment": f.judgment_id, "swapped twin": f.twin_id, "subset": f.subset, "query": short(f.query, 80),
+        "original order chose": _answer(f.verdict, f), "swapped order chose": _answer(f.swapped_verdict, f),
+        "label": _answer(f.label, f),
+    } for f in report.flipped], columns=["judgment", "swapped twin", "subset", "query", "original order chose",
+                                         "swapped order chose", "label"])
     return table, chart, flipped
 
 
 def empty_audit_frames() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The batch-audit tables before any audit (headers only)."""
     return audit_frames(BatchAuditReport(source="", subsets=(), flipped=(), seconds=0.0))
+
+
+def _answer(choice: int | None, item: Any) -> str:
+    """Which answer a choice (in the original numbering) names: "Response 2: 54"."""
+    if choice is None:
+        return "—"
+    return f"Response {choice}: {short(item.response_1 if choice == 1 else item.response_2, 40)}"
 
 
 def _pct(x: float | None) -> str:
@@ -266,7 +338,7 @@ def review_header(item: ReviewItem) -> str:
     left = f" · {item.remaining - 1} more after this" if item.remaining else ""
     status = "not corrected yet" if item.correction is None else correction_text(item.correction)
     return (f"Judgment #{s.id} · source {s.source or '—'} · flags: {flags} · anchor confidence {anchor} · "
-            f"judge says {_resp(s.verdict)} · label {label}{left}\n{status}")
+            f"judge says {_resp(s.verdict)} · known label {label}{left}\n{status}")
 
 
 def correction_text(c: CorrectionRecord) -> str:
@@ -295,16 +367,21 @@ def summaries_frame(rows: Sequence[JudgmentSummary]) -> pd.DataFrame:
 # --- curate ---------------------------------------------------------------------------------------------------
 
 
+def trains_toward(row: ExampleRow) -> str:
+    """What the example teaches: the better response (preference) or the better critique (reflection)."""
+    return f"Critique {row.label}" if row.kind == "reflection" else f"Response {row.label}"
+
+
 def examples_frame(rows: Sequence[ExampleRow]) -> pd.DataFrame:
-    columns = ["id", "state", "source", "query", "response 1", "response 2", "label", "judge", "person", "agrees",
-               "critique 1", "critique 2", "judgment", "created"]
+    """One short line per example (the whole texts, critiques included, are in the selected-row view)."""
+    columns = ["id", "state", "source", "query", "known label", "trains toward", "judge", "person", "agrees",
+               "contested", "judgment", "created"]
     return pd.DataFrame([{
-        "id": r.id, "state": r.state, "source": r.source, "query": _short(r.query, 80),
-        "response 1": _short(r.response_1, 60), "response 2": _short(r.response_2, 60),
-        "label": (f"Critique {r.label}" if r.kind == "reflection" else f"Response {r.label}"),
+        "id": r.id, "state": r.state, "source": r.source, "query": short(r.query, 60),
+        "known label": _resp(r.known_label), "trains toward": trains_toward(r),
         "judge": _resp(r.judge_verdict), "person": _resp(r.human_verdict),
         "agrees": {True: "yes", False: "no", None: "—"}[r.agrees_with_judge],
-        "critique 1": _short(r.critique_1, 90), "critique 2": _short(r.critique_2, 90),
+        "contested": f"yes: {r.contested}" if r.contested else "",
         "judgment": r.judgment_id if r.judgment_id is not None else "",
         "created": r.created_at.strftime("%Y-%m-%d %H:%M") if r.created_at else "",
     } for r in rows], columns=columns)
@@ -385,7 +462,7 @@ def runs_frame(rows: Sequence[TrainingRunRecord]) -> pd.DataFrame:
     return pd.DataFrame([{
         "run": r.id, "snapshot": r.snapshot_name, "status": r.status,
         "step": f"{r.step} / {r.total_steps}" if r.total_steps else str(r.step),
-        "base model": _short(r.base_model, 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
+        "base model": short(r.base_model, 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
         "output": r.output_model,
     } for r in rows], columns=columns)
 

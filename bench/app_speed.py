@@ -58,12 +58,12 @@ def _judge_once(page: Page, query: str, r1: str, r2: str) -> float:
     page.fill("#judge-query textarea", query)
     page.fill("#judge-r1 textarea", r1)
     page.fill("#judge-r2 textarea", r2)
-    previous = page.locator("#judge-id input").input_value()
+    previous = page.locator("#judge-id textarea").input_value()
     started = time.perf_counter()
     page.click("#judge-run")
     page.wait_for_function(
         """(previous) => {
-            const id = document.querySelector('#judge-id input');
+            const id = document.querySelector('#judge-id textarea');
             const verdict = document.querySelector('#judge-verdict textarea');
             const cards = document.querySelectorAll('#judge-anatomy [data-testid=analysis-card]');
             const chart = document.querySelector('#judge-plot canvas, #judge-plot svg.marks');

@@ -10,16 +10,18 @@ derives, their content hashes and a snapshot's identity all come from the librar
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as dt_time
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from db import models as m
 from db import training_rows
 from db.derivation import Analysis, Mark, check_correction
 from db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
-from db.repository import get_pairs
+from db.repository import get_pairs, seen_pair
 from db.types import utcnow
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError
@@ -201,7 +203,8 @@ def sync_derived(session: Session, *, correction_id: int) -> None:
 def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, dict[str, dict[str, Any]]]:
     """The examples a correction derives (the recipe with the person's verdict and marks), keyed by content hash."""
     pair_id = _judgment_pair_id(session, row.judgment_id)
-    pair = get_pairs(session, pair_ids=[pair_id])[pair_id]
+    swapped = bool(session.scalar(select(m.Judgment.swapped).where(m.Judgment.id == row.judgment_id)))
+    pair = seen_pair(get_pairs(session, pair_ids=[pair_id])[pair_id], swapped=swapped)  # verdicts use its numbering
     samples = _samples(session, row.judgment_id)
     config = session.scalar(select(m.Judgment.config).where(m.Judgment.id == row.judgment_id)) or {}
     by_position = {s.position: s.id for s in samples}
@@ -278,14 +281,34 @@ def list_examples(
     correction_id: int | None,
     limit: int | None,
     offset: int,
+    source: str | None = None,
+    since: date | None = None,
+    until: date | None = None,
+    newest_first: bool = False,
 ) -> list[ExampleRecord]:
+    """Examples of one kind, filtered (state, correction, the pair's source, creation days) and paged in SQL."""
     model = _example_model(kind)
-    stmt = select(model).order_by(model.id).offset(offset).limit(limit)
+    stmt = select(model).order_by(model.id.desc() if newest_first else model.id).offset(offset).limit(limit)
+    if source is not None:
+        stmt = stmt.join(m.Pair, m.Pair.id == model.pair_id).where(m.Pair.source == source)
+    if since is not None:
+        stmt = stmt.where(model.created_at >= datetime.combine(since, dt_time.min, tzinfo=timezone.utc))
+    if until is not None:
+        stmt = stmt.where(model.created_at < datetime.combine(until + timedelta(days=1), dt_time.min,
+                                                              tzinfo=timezone.utc))
     if states is not None:
         stmt = stmt.where(model.state.in_(list(states)))
     if correction_id is not None:
         stmt = stmt.where(model.correction_id == correction_id)
     return [_example_record(kind, row) for row in session.scalars(stmt)]
+
+
+def count_examples(session: Session, *, states: Sequence[str]) -> dict[ExampleKind, int]:
+    """Examples per kind in the given states (counted in SQL)."""
+    return {
+        kind: session.scalar(select(func.count()).select_from(model).where(model.state.in_(list(states)))) or 0
+        for kind, model in EXAMPLE_MODELS.items()
+    }
 
 
 def _example_model(kind: str) -> type[m.PreferenceExample] | type[m.ReflectionPair]:

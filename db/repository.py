@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, select, update
+from sqlalchemy import Text, and_, case, cast, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -81,6 +81,11 @@ def pair_from_row(row: Any) -> PreferencePair:
     )
 
 
+def seen_pair(pair: PreferencePair, *, swapped: bool) -> PreferencePair:
+    """The pair as a judgment saw it: the stored pair, or its swapped order for a swapped-order twin."""
+    return pair.swapped() if swapped else pair
+
+
 def get_pairs(session: Session, *, pair_ids: Sequence[int]) -> dict[int, PreferencePair]:
     out: dict[int, PreferencePair] = {}
     for chunk in _chunks(list(dict.fromkeys(pair_ids)), _IN_CHUNK):
@@ -104,10 +109,15 @@ def add_judgments(
 ) -> list[int]:
     """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair.
 
-    With `idempotent`, each judgment carries `judgment_key` and one already stored under its key is
-    not inserted again: its existing row id is returned in its place.
+    A swapped order is a judgment of the same pair, stored against the original pair's row with
+    `swapped` set: an audit never adds a pair to the data set it audits. With `idempotent`, each
+    judgment carries `judgment_key` and one already stored under its key is not inserted again: its
+    existing row id is returned in its place.
     """
-    pair_ids, _ = add_pairs(session, pairs=[j.pair for j in judgments])
+    originals = judgments[::2] if swapped else judgments
+    pair_ids, _ = add_pairs(session, pairs=[j.pair for j in originals])
+    if swapped:
+        pair_ids = [p for p in pair_ids for _ in range(2)]
     orders = [swapped and k % 2 == 1 for k in range(len(judgments))]
     keys = [judgment_key(j, swapped=o) if idempotent else None for j, o in zip(judgments, orders)]
     stored = _judgment_ids_by_key(session, [k for k in keys if k is not None])
@@ -336,7 +346,9 @@ def _assemble(session: Session, rows: Sequence[Any]) -> list[StoredJudgment]:
         StoredJudgment(
             id=r.id,
             pair_id=r.pair_id,
-            judgment=_judgment_from_rows(r, pairs[r.pair_id], samples.get(r.id, []), reflections.get(r.id, [])),
+            judgment=_judgment_from_rows(
+                r, seen_pair(pairs[r.pair_id], swapped=r.swapped), samples.get(r.id, []), reflections.get(r.id, [])
+            ),
             sample_ids=tuple(s.id for s in samples.get(r.id, [])),
             twin_id=r.twin_id,
             swapped=r.swapped,
@@ -357,14 +369,18 @@ def _children(
     return out
 
 
-def review_queue(
-    session: Session, *, include_corrected: bool, flagged_only: bool, source: str | None, limit: int, offset: int
-) -> list[JudgmentSummary]:
-    """Judgments most worth a person's look first: most review flags, then lowest anchor confidence."""
+def seen_label() -> Any:
+    """The pair's label in the numbering of the judgment's order (SQL)."""
+    return case((m.Judgment.swapped.is_(True), 3 - m.Pair.label), else_=m.Pair.label)
+
+
+def _summaries_select() -> Any:
+    """Judgment summaries (one row each, with review flags and the active correction), unordered."""
     j, p, twin, c = m.Judgment, m.Pair, aliased(m.Judgment), m.Correction
+    label = seen_label()
     flags = {
         "abstained": j.verdict.is_(None),
-        "label_disagrees": and_(p.label.is_not(None), j.verdict.is_not(None), j.verdict != p.label),
+        "label_disagrees": and_(p.label.is_not(None), j.verdict.is_not(None), j.verdict != label),
         # orders agree when the verdicts point at the same response, i.e. differ as numbers
         "flipped": and_(twin.verdict.is_not(None), j.verdict.is_not(None), twin.verdict == j.verdict),
         "overturned": j.overturned,
@@ -381,27 +397,64 @@ def review_queue(
             j.model,
             j.anchor_confidence,
             j.twin_id,
+            j.swapped,
             j.created_at,
             p.messages,
             p.source,
-            p.label,
+            label.label("label"),
             c.id.label("correction_id"),
             *columns,
         )
         .join(p, p.id == j.pair_id)
         .outerjoin(twin, twin.id == j.twin_id)
         .outerjoin(c, and_(c.judgment_id == j.id, c.active.is_(True)))
-        .order_by(score.desc(), j.anchor_confidence.asc().nulls_first(), j.id)
-        .limit(limit)
-        .offset(offset)
     )
+    return stmt, score
+
+
+def review_queue(
+    session: Session, *, include_corrected: bool, flagged_only: bool, source: str | None, limit: int, offset: int
+) -> list[JudgmentSummary]:
+    """Judgments most worth a person's look first: most review flags, then lowest anchor confidence."""
+    stmt, score = _summaries_select()
+    stmt = stmt.order_by(score.desc(), m.Judgment.anchor_confidence.asc().nulls_first(), m.Judgment.id)
     if not include_corrected:
-        stmt = stmt.where(c.id.is_(None))
+        stmt = stmt.where(m.Correction.id.is_(None))
     if flagged_only:
         stmt = stmt.where(score > 0)
     if source is not None:
-        stmt = stmt.where(p.source == source)
+        stmt = stmt.where(m.Pair.source == source)
+    return [_summary(row) for row in session.execute(stmt.limit(limit).offset(offset))]
+
+
+def history(session: Session, *, search: str, limit: int, before: int | None = None) -> list[JudgmentSummary]:
+    """Judgments newest first (ids below `before` when given), those whose query or source contains `search`."""
+    stmt, _ = _summaries_select()
+    stmt = stmt.order_by(m.Judgment.id.desc()).limit(limit)
+    if before is not None:
+        stmt = stmt.where(m.Judgment.id < before)
+    needle = search.strip().casefold()
+    if needle:
+        # the conversation is stored as JSON: search its text (non-ASCII is kept as is by the JSON serialiser)
+        text, source = func.lower(cast(m.Pair.messages, Text)), func.lower(m.Pair.source)
+        stmt = stmt.where(or_(text.contains(needle, autoescape=True), source.contains(needle, autoescape=True)))
     return [_summary(row) for row in session.execute(stmt)]
+
+
+def judgment_summary(session: Session, *, judgment_id: int) -> JudgmentSummary | None:
+    stmt, _ = _summaries_select()
+    row = session.execute(stmt.where(m.Judgment.id == judgment_id)).first()
+    return None if row is None else _summary(row)
+
+
+def list_sources(session: Session) -> list[str]:
+    """The data sets (pair sources) in the store, sorted."""
+    return list(session.scalars(select(m.Pair.source).distinct().order_by(m.Pair.source)))
+
+
+def source_pair_ids(session: Session, *, source: str) -> list[int]:
+    """Row ids of a data set's pairs, in id order (a stable order: a seeded sample draws the same pairs)."""
+    return list(session.scalars(select(m.Pair.id).where(m.Pair.source == source).order_by(m.Pair.id)))
 
 
 def _summary(row: Any) -> JudgmentSummary:

@@ -67,11 +67,35 @@ def _run(engine: Engine, fn: Any, revision: str) -> None:
 def _locked(engine: Engine) -> Iterator[Connection]:
     """A transaction that holds the database's schema lock: concurrent upgrades run one after another."""
     if engine.dialect.name == "sqlite":
-        engine = engine.execution_options(sqlite_begin="IMMEDIATE")
+        with _sqlite_foreign_keys_off(engine.execution_options(sqlite_begin="IMMEDIATE")) as connection:
+            yield connection
+        return
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_SCHEMA_LOCK})")
         yield connection
+
+
+@contextmanager
+def _sqlite_foreign_keys_off(engine: Engine) -> Iterator[Connection]:
+    """A SQLite transaction with foreign keys off (checked before commit), as batch migrations need.
+
+    A batch migration copies a table and drops the old one; with foreign keys on, dropping a table that
+    other rows reference fails. The pragma only changes outside a transaction, so it is set on the
+    driver's connection before BEGIN, and `foreign_key_check` proves the result consistent before commit.
+    """
+    with engine.connect() as connection:
+        driver = connection.connection.driver_connection
+        driver.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with connection.begin():
+                yield connection
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise ConfigError(f"the migration left {len(broken)} broken reference(s) (first: {broken[0]}): "
+                                      "nothing was changed; report this with the database's revision")
+        finally:
+            driver.execute("PRAGMA foreign_keys=ON")
 
 
 def ensure_schema(engine: Engine) -> None:

@@ -13,11 +13,12 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, make_url, text
-from sqlalchemy.exc import DatabaseError, DBAPIError
+from sqlalchemy.exc import DatabaseError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from db import curation, exporting, repository, schema, training
@@ -190,6 +191,19 @@ class JudgmentStore:
     def list_pairs(self, *, source: str | None = None, limit: int = 100, offset: int = 0) -> list[StoredPair]:
         return self._read(lambda s: repository.list_pairs(s, source=source, limit=limit, offset=offset))
 
+    def sources(self) -> list[str]:
+        """The data sets (pair sources) in the store, sorted."""
+        return self._read(repository.list_sources)
+
+    def pair_ids(self, source: str) -> list[int]:
+        """Row ids of one data set's pairs, in id order."""
+        return self._read(lambda s: repository.source_pair_ids(s, source=source))
+
+    def pairs_by_id(self, pair_ids: Sequence[int]) -> list[PreferencePair]:
+        """Stored pairs by row id, in the order asked."""
+        found = self._read(lambda s: repository.get_pairs(s, pair_ids=pair_ids))
+        return [found[i] for i in pair_ids if i in found]
+
     def record(self, judgments: Sequence[Judgment], *, swapped: bool, idempotent: bool = False) -> list[int]:
         """Store judgments with their samples and reflections; returns their row ids, in order.
 
@@ -242,6 +256,17 @@ class JudgmentStore:
             )
         )
 
+    def history(self, *, search: str = "", limit: int = 200, before: int | None = None) -> list[JudgmentSummary]:
+        """Judgments newest first, filtered by text in the query or source (in SQL)."""
+        return self._read(lambda s: repository.history(s, search=search, limit=limit, before=before))
+
+    def summary(self, judgment_id: int) -> JudgmentSummary:
+        """One judgment's summary (flags, label as the judgment saw it, active correction)."""
+        found = self._read(lambda s: repository.judgment_summary(s, judgment_id=judgment_id))
+        if found is None:
+            raise InputError(f"judgment {judgment_id} does not exist: pick one from the judgment list")
+        return found
+
     # --- corrections --------------------------------------------------------------------------------
 
     def correct(
@@ -281,6 +306,39 @@ class JudgmentStore:
 
         return self._write(work)
 
+    def save_correction(
+        self,
+        judgment_id: int,
+        *,
+        verdict: Choice,
+        author: str,
+        note: str = "",
+        marks: Mapping[int, Mark] | None = None,
+    ) -> CorrectionRecord:
+        """A person's verdict on a judgment: a new correction, or an edit (with history) of its active one.
+
+        One transaction: two people correcting one judgment at once give a correction and an edit of
+        it, never "already has a correction" (the loser of the insert race retries as an edit).
+        """
+
+        def work(s: Session) -> CorrectionRecord:
+            active = curation.get_corrections(s, judgment_id=judgment_id, include_withdrawn=False)
+            if active:
+                curation.edit_correction(s, correction_id=active[0].id, author=author, verdict=verdict, note=note,
+                                         marks=dict(marks or {}))
+                return curation.get_corrections(s, correction_ids=[active[0].id])[0]
+            cid = curation.add_correction(s, judgment_id=judgment_id, author=author, verdict=verdict, note=note,
+                                          marks=dict(marks or {}), max_pairs=DEFAULT_MAX_PAIRS,
+                                          seed=secrets.randbits(62))
+            return curation.get_corrections(s, correction_ids=[cid])[0]
+
+        try:
+            return self._write(work)
+        except (IntegrityError, InputError) as exc:
+            if isinstance(exc, InputError) and "already has correction" not in str(exc):
+                raise
+            return self._write(work)  # another writer's correction landed first: this one edits it
+
     def edit_correction(
         self,
         correction_id: int,
@@ -314,9 +372,17 @@ class JudgmentStore:
 
         return self._write(work)
 
-    def corrections(self, *, judgment_id: int | None = None, include_withdrawn: bool = True) -> list[CorrectionRecord]:
+    def corrections(
+        self,
+        *,
+        judgment_id: int | None = None,
+        include_withdrawn: bool = True,
+        correction_ids: Sequence[int] | None = None,
+    ) -> list[CorrectionRecord]:
         return self._read(
-            lambda s: curation.get_corrections(s, judgment_id=judgment_id, include_withdrawn=include_withdrawn)
+            lambda s: curation.get_corrections(
+                s, correction_ids=correction_ids, judgment_id=judgment_id, include_withdrawn=include_withdrawn
+            )
         )
 
     # --- training examples and snapshots -------------------------------------------------------------
@@ -329,13 +395,25 @@ class JudgmentStore:
         correction_id: int | None = None,
         limit: int | None = 100,
         offset: int = 0,
+        source: str | None = None,
+        since: date | None = None,
+        until: date | None = None,
+        newest_first: bool = False,
     ) -> list[ExampleRecord]:
-        """Derived examples of one kind ("preference" / "reflection"); `states=None` lists every state."""
+        """Derived examples of one kind ("preference" / "reflection"); `states=None` lists every state.
+
+        `source`, `since` and `until` (creation days, inclusive, UTC) filter in SQL.
+        """
         return self._read(
             lambda s: curation.list_examples(
-                s, kind=kind, states=states, correction_id=correction_id, limit=limit, offset=offset
+                s, kind=kind, states=states, correction_id=correction_id, limit=limit, offset=offset,
+                source=source, since=since, until=until, newest_first=newest_first,
             )
         )
+
+    def example_counts(self, *, states: Sequence[str] = ("active",)) -> dict[ExampleKind, int]:
+        """Examples per kind in `states`."""
+        return self._read(lambda s: curation.count_examples(s, states=states))
 
     def exclude_examples(self, kind: ExampleKind, example_ids: Sequence[int]) -> int:
         """Set examples aside (snapshots skip them); returns how many changed."""
@@ -463,7 +541,7 @@ def _check_swapped(judgments: Sequence[Judgment], *, swapped: bool) -> None:
         raise InputError(f"swapped=True needs [original, swapped] pairs, got {len(judgments)} judgments")
     for k in range(0, len(judgments), 2):
         original, other = judgments[k], judgments[k + 1]
-        if original.pair.swapped().fingerprint() != other.pair.fingerprint():
+        if original.pair.swapped() != other.pair:
             raise InputError(f"judgments {k} and {k + 1} are not the two orders of one pair: pass [original, swapped]")
 
 

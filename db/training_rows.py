@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
 from db import models as m
-from db.repository import pair_from_row
+from db.repository import pair_from_row, seen_pair
 from reflectrm.core.types import PreferencePair
 import reflectrm.training.recipe as recipe
 from reflectrm.training.recipe import Analysis, Rendering, TrainingExample
@@ -30,7 +30,8 @@ def example_rows(
     """(example row, pair, critique sample rows or None, judgment config) in id order."""
     model = m.PreferenceExample if kind == "preference" else m.ReflectionPair
     c1, c2 = aliased(m.Sample), aliased(m.Sample)
-    stmt = select(model, m.Pair.__table__, m.Judgment.config).join(m.Pair, m.Pair.id == model.pair_id)
+    stmt = select(model, m.Pair.__table__, m.Judgment.config, m.Judgment.swapped.label("judgment_swapped"))
+    stmt = stmt.join(m.Pair, m.Pair.id == model.pair_id)
     stmt = stmt.outerjoin(m.Judgment, m.Judgment.id == model.judgment_id)
     if kind == "reflection":
         stmt = stmt.add_columns(c1, c2).join(c1, c1.id == m.ReflectionPair.critique_1_id)
@@ -44,7 +45,8 @@ def example_rows(
     while rows := list(session.execute(stmt.where(model.id > last).order_by(model.id).limit(_BATCH))):
         for row in rows:
             critiques = (row[-2], row[-1]) if kind == "reflection" else None
-            yield row[0], pair_from_row(row), critiques, row.config or {}
+            pair = seen_pair(pair_from_row(row), swapped=bool(row.judgment_swapped))  # as the judgment saw it
+            yield row[0], pair, critiques, row.config or {}
         last = rows[-1][0].id
 
 

@@ -183,6 +183,10 @@ def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -
     expect(anatomy.locator('[data-field="record"]')).to_contain_text("nothing regenerated")
     expect(anatomy.locator('[data-field="strategy"]')).to_contain_text("majority")
     assert value(page, "judge-id") == jid
+    # majority used no anchor and no reflections: its anatomy shows neither
+    expect(anatomy.locator(".rr-card.rr-anchor")).to_have_count(0)
+    expect(anatomy.locator("[data-testid=reflection-row]")).to_have_count(0)
+    expect(anatomy.locator('[data-field="tie-breaker"]')).to_contain_text("most confident sample")
 
 
 # --- hostile text -------------------------------------------------------------------------------------------------
@@ -197,7 +201,7 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(page: Page, dialogs: lis
     assert value(page, "judge-status").startswith("judged")
     # a stored judgment whose analyses and responses carry the markup, reopened in History
     open_tab(page, "History")
-    page.fill("#history-id input", str(seeded_ids[0]))
+    page.fill("#history-id textarea", str(seeded_ids[0]))
     page.click("#history-open")
     anatomy = page.locator("#history-anatomy")
     expect(anatomy.locator("[data-testid=analysis-card]").first).to_contain_text(IMG)
@@ -205,7 +209,7 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(page: Page, dialogs: lis
     expect(page.locator("#history-table")).to_contain_text(IMG)
     # the review queue shows the same pair's responses
     open_tab(page, "Review queue")
-    page.fill("#review-jump input", str(seeded_ids[0]))
+    page.fill("#review-jump textarea", str(seeded_ids[0]))
     page.click("#review-open")
     wait_value(page, "review-resp2", re.escape(SCRIPT))
     page.wait_for_timeout(500)
@@ -243,7 +247,7 @@ def test_a_keyboard_correction_derives_reflection_pairs_shown_in_curate(page: Pa
     page.click("#curate-show")
     rows = wait_rows(page, "curate-table", lambda r: r.get("judgment") == str(jid), pairs)
     assert len(rows) == pairs
-    assert all(r["label"] in ("Critique 1", "Critique 2") and r["person"] == "Response 1" for r in rows)
+    assert all(r["trains toward"] in ("Critique 1", "Critique 2") and r["person"] == "Response 1" for r in rows)
     expect(page.locator("#curate-mix textarea")).to_have_value(re.compile(r"Pref:Refl"))
 
 
@@ -262,14 +266,110 @@ def test_two_browser_contexts_correcting_different_items_lose_nothing(browser: B
         # press both before waiting for either: the two saves are in flight together
         for k, p in enumerate(pages):
             p.locator(f"#review-r{k + 1}").dispatch_event("click")
-        for p in pages:
-            wait_value(p, "review-status", r"^(Saved|error)")
+        for k, p in enumerate(pages):
+            if wait_value(p, "review-status", r"^(Saved|error|confirm)").startswith("confirm"):
+                p.locator(f"#review-r{k + 1}").dispatch_event("click")  # against the label: confirm it
+                wait_value(p, "review-status", r"^(Saved|error)")
         with JudgmentStore.open(db_url) as store:
             got = {c.judgment_id: c for c in store.corrections(include_withdrawn=False)}
         for k, jid in enumerate(ids):
             assert jid in got, f"the correction of #{jid} was lost"
             assert (got[jid].verdict, got[jid].author, got[jid].marks) == (k + 1, f"reviewer-{k}", {k + 1: "right"})
             assert got[jid].reflection_pair_ids
+    finally:
+        for p in pages:
+            p.context.close()
+
+
+# --- issue 14: paths a new user walks ---------------------------------------------------------------------------
+
+
+def _no_error_badges(page: Page) -> None:
+    page.wait_for_timeout(1500)  # let any event that would fail finish
+    assert page.get_by_text("Error", exact=True).count() == 0
+
+
+def test_ordinary_navigation_shows_no_error_badges(page: Page, seeded_ids: list[int]) -> None:
+    open_tab(page, "Review queue")
+    page.fill("#review-jump textarea", str(seeded_ids[5]))
+    page.click("#review-open")
+    wait_value(page, "review-header", rf"^Judgment #{seeded_ids[5]}")
+    open_tab(page, "Judge")
+    open_tab(page, "Review queue")  # the tab's first-item handler once returned no outputs here
+    _no_error_badges(page)
+    assert value(page, "review-header").startswith(f"Judgment #{seeded_ids[5]}")
+    open_tab(page, "Judge")
+    page.click("#judge-source input")
+    page.get_by_role("option", name="seeded").click()
+    page.click("#judge-pick input")
+    page.keyboard.press("Escape")  # closing the pair list without a choice
+    _no_error_badges(page)
+
+
+def test_an_error_clears_the_judgment_shown_before(page: Page, seeded_ids: list[int]) -> None:
+    open_tab(page, "History")
+    page.fill("#history-id textarea", str(seeded_ids[4]))
+    page.click("#history-open")
+    wait_value(page, "history-status", rf"^judgment #{seeded_ids[4]}")
+    page.click("#history-to-judge")
+    wait_value(page, "judge-status", r"^opened judgment")
+    expect(page.locator("#judge-anatomy [data-testid=analysis-card]").first).to_be_visible()
+    page.fill("#judge-r2 textarea", "")
+    page.click("#judge-run")
+    wait_value(page, "judge-status", r"^error: ")
+    assert (value(page, "judge-verdict"), value(page, "judge-id")) == ("", "")  # no stale verdict, no "0"
+    expect(page.locator("#judge-anatomy [data-testid=analysis-card]")).to_have_count(0)
+
+
+def test_a_correction_against_the_label_asks_first_is_contested_and_can_be_withdrawn(
+    page: Page, seeded_ids: list[int], db_url: str
+) -> None:
+    jid = seeded_ids[6]  # seeded pairs are labelled Response 1
+    open_tab(page, "Review queue")
+    page.fill("#review-jump textarea", str(jid))
+    page.click("#review-open")
+    wait_value(page, "review-header", rf"^Judgment #{jid}")
+    page.keyboard.press("Escape")
+    page.keyboard.press("2")
+    assert "known label says Response 1" in wait_value(page, "review-status", r"^(confirm|Saved|error)")
+    with JudgmentStore.open(db_url) as store:
+        assert not store.corrections(judgment_id=jid)  # nothing saved before the confirmation
+    page.keyboard.press("2")  # the same key again confirms
+    saved = wait_value(page, "review-status", r"^Saved")
+    assert f"(judgment #{jid})" in saved
+    wait_value(page, "review-header", rf"^Judgment #(?!{jid}\b)\d+")  # the queue moved on
+    open_tab(page, "Curate")
+    page.locator("#curate-kind label", has_text="preference").click()
+    rows = wait_rows(page, "curate-table", lambda r: r.get("judgment") == str(jid), 1)
+    assert rows and rows[0]["contested"].startswith("yes") and rows[0]["known label"] == "Response 1"
+    open_tab(page, "Review queue")
+    page.fill("#review-jump textarea", str(jid))
+    page.click("#review-open")
+    wait_value(page, "review-header", rf"^Judgment #{jid}")
+    page.click("#review-withdraw")
+    wait_value(page, "review-status", r"^withdrew correction")
+    with JudgmentStore.open(db_url) as store:
+        assert not store.corrections(judgment_id=jid, include_withdrawn=False)
+
+
+def test_two_sessions_correcting_one_judgment_at_once_give_an_edit(browser: Browser, app_url: str,
+                                                                    seeded_ids: list[int], db_url: str) -> None:
+    jid = seeded_ids[7]
+    pages = [new_page(browser, app_url) for _ in range(2)]
+    try:
+        for k, p in enumerate(pages):
+            open_tab(p, "Review queue")
+            p.fill("#review-author textarea", f"twin-{k}")
+            p.fill("#review-jump textarea", str(jid))
+            p.click("#review-open")
+            wait_value(p, "review-header", rf"^Judgment #{jid}")
+        for p in pages:  # both in flight together
+            p.locator("#review-r1").dispatch_event("click")
+        statuses = [wait_value(p, "review-status", r"^(Saved|error|confirm)") for p in pages]
+        assert all(s.startswith("Saved") for s in statuses), statuses
+        with JudgmentStore.open(db_url) as store:
+            [record] = store.corrections(judgment_id=jid)
+        assert record.revision == 2 and record.author in {"twin-0", "twin-1"}  # the second became an edit
     finally:
         for p in pages:
             p.context.close()
@@ -290,6 +390,12 @@ def test_named_api_endpoints_judge_audit_correct(app_url: str, seeded_ids: list[
     corrected = client.predict(judged["judgment_id"], 1, "api-user", "", '{"0": "right"}', api_name="/correct")
     assert corrected["verdict"] == 1 and corrected["marks"] == {"0": "right"}
     assert corrected["preference_example_ids"]
+    # input errors reach the client as the UI's one-line message (not "verbose error reporting", not null)
+    for args, api, fragment in ((("q", "a", ""), "/judge", "response"), ((10**9, 1), "/correct", "does not exist"),
+                                ((judged["judgment_id"], 1, "", "", "{bad"), "/correct", "marks must be")):
+        with pytest.raises(Exception) as caught:
+            client.predict(*args, api_name=api)
+        assert fragment in str(caught.value) and "verbose" not in str(caught.value), str(caught.value)
 
 
 # --- progress and Stop --------------------------------------------------------------------------------------------
@@ -311,11 +417,13 @@ def test_stop_cancels_a_running_batch_audit(page: Page, db_url: str) -> None:
     page.get_by_role("option", name="demo-arith").click()
     page.fill("#audit-sample input", "0")  # all 30 pairs: 60 judgments, one pair per batch in these tests
     page.click("#audit-run")
-    progress = page.locator("#audit-status").get_by_text(re.compile(r"audited \d+ of 30 pairs"))
+    started = page.locator("#audit-status").get_by_text(re.compile(r"audit: \d+ of 30 pairs"))
+    expect(started).to_be_visible(timeout=5_000)  # progress from the first moment, not after the first batch
+    progress = page.locator("#audit-status").get_by_text(re.compile(r"audit: [1-9]\d* of 30 pairs done"))
     expect(progress).to_be_visible(timeout=120_000)
-    seen = int(re.search(r"audited (\d+) of", progress.first.inner_text()).group(1))
+    seen = int(re.search(r"audit: (\d+) of", progress.first.inner_text()).group(1))
     page.click("#audit-stop")
-    assert wait_value(page, "audit-status", r"^(stopped|nothing is running)$") == "stopped"
+    assert wait_value(page, "audit-status", r"^(stopped|nothing is running)").startswith("stopped")
     # the run stops at its next generation call: at most the batch in flight is still recorded
     settled, last = 0, -1
     while settled < 5:
@@ -345,7 +453,7 @@ def test_history_reopens_a_judgment_as_recorded_and_opens_it_in_judge(page: Page
     page.click("#history-to-judge")
     wait_value(page, "judge-status", rf"^opened judgment #{target} as recorded")
     assert value(page, "judge-query") == recorded.pair.query
-    assert value(page, "judge-id") == str(target)
+    assert value(page, "judge-id") == f"#{target}"
     assert value(page, "judge-verdict").startswith(f"Response {recorded.verdict}")
 
 
@@ -386,14 +494,56 @@ def test_login_when_auth_is_set_and_corrections_carry_the_user(browser: Browser,
         page.get_by_role("button", name="Login").click()
         page.wait_for_selector("#judge-run")
         open_tab(page, "Review queue")
-        page.fill("#review-jump input", str(jid))
+        page.fill("#review-jump textarea", str(jid))
         page.click("#review-open")
         wait_value(page, "review-header", rf"^Judgment #{jid}")
+        page.fill("#review-author textarea", "someone-else")  # with a login, the user name is what counts
+        page.click("#review-r2")
+        wait_value(page, "review-status", r"^confirm")  # seeded pairs are labelled Response 1
         page.click("#review-r2")
         assert "by ana:" in wait_value(page, "review-status", r"^(Saved|error)")
         page.context.close()
+        _api_author_is_the_logged_in_user(url, jid)
+        _failed_logins_are_throttled(url)
+
+
+def _api_author_is_the_logged_in_user(url: str, jid: int) -> None:
+    from gradio_client import Client
+
+    client = Client(url, auth=("ben", "pw"), verbose=False)
+    corrected = client.predict(jid, 1, "bo", "", "", api_name="/correct")
+    assert corrected["author"] == "ben"  # `author="bo"` cannot forge the trail
+
+
+def _login(url: str, user: str, password: str) -> int:
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    body = urllib.parse.urlencode({"username": user, "password": password}).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/login", data=body), timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _failed_logins_are_throttled(url: str) -> None:
+    assert [_login(url, "ben", "wrong") for _ in range(5)] == [400] * 5
+    assert _login(url, "ben", "pw") == 429  # per user: even the right password waits now
+    statuses = [_login(url, f"guess-{k}", "x") for k in range(20)]
+    assert statuses[-1] == 429 and _login(url, "ana", "s3cret:x") == 429  # per address
 
 
 def test_no_outbound_connection_at_start_or_while_serving(app_url: str, proxy_trap: ProxyTrap) -> None:
     # runs last in this module: by now the app has started, judged, audited and served the API
     assert proxy_trap.connections == 0
+
+
+def test_the_train_form_names_bad_step_counts_instead_of_an_error_badge(page: Page) -> None:
+    open_tab(page, "Train")
+    for typed, message in (("0", "max steps must be at least 1, got 0"), ("2.5", "max steps must be a whole number")):
+        page.fill("#train-max-steps input", typed)
+        page.click("#train-start")
+        wait_value(page, "train-status", re.escape(message), timeout_s=30)
+    _no_error_badges(page)

@@ -64,6 +64,8 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         assert seen[-1].startswith(f"run #1 completed: step {STEPS} / {STEPS}"), (seen, value(page, "train-log"))
         running = rf"run #1 running: step [1-{STEPS - 1}] / {STEPS} · (~\d|estimating)"
         assert any(re.match(running, s) for s in seen), seen
+        # the status box follows the run to its end (a cancel's "stops after the step in progress" used to stay)
+        wait_value(page, "train-status", r"^run #1 completed")
         expect(page.locator("#train-log textarea")).to_have_value(re.compile(rf"completed at step {STEPS}"))
         page.wait_for_timeout(300)
         at_end = "(t) => t.scrollHeight - t.scrollTop - t.clientHeight < 4"

@@ -48,6 +48,15 @@ def _module_level_mutables(path: Path) -> list[str]:
 def test_no_module_level_mutable_state() -> None:
     # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings)
     modules = ("settings.py", "services.py", "training.py", "resources.py", "records.py", "views.py", "ui.py",
-               "app_cli.py")
+               "app_cli.py", "api.py", "login.py", *(f"tabs/{p.name}" for p in (APP / "tabs").glob("*.py")))
     found = [m for name in modules for m in _module_level_mutables(APP / name)]
     assert found == []
+
+
+def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
+    # a tab is a module (app/tabs/<id>.py); the assembly is a list; no builder of hundreds of lines
+    from app.ui import TABS
+
+    assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train"]
+    assert all((APP / "tabs" / f"{t.id}.py").exists() for t in TABS)
+    assert len((APP / "ui.py").read_text().splitlines()) < 150

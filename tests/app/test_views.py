@@ -153,7 +153,8 @@ def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:
                              confidence=c, num_tokens=3) for k, c in enumerate([-0.1, -0.1, -0.5, -0.1]))
     j = Judgment(pair=PreferencePair.from_query("q", "a", "b"), strategy="reflectrm", rollouts=rollouts, verdict=1,
                  anchor=0)
-    assert anchor_reason(j) == "#0: highest confidence, -0.100; next best #1 at -0.100, lowest #2 at -0.500"
+    assert anchor_reason(j) == ("#0: highest confidence, -0.100; next best #1 at -0.100, lowest #2 at -0.500; "
+                                "tied with #1, #3 at the same confidence: the earliest sample wins a tie (Eq. 6)")
 
 
 # --- train --------------------------------------------------------------------------------------------------------

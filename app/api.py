@@ -1,0 +1,95 @@
+"""The named endpoints for `gradio_client` (/judge, /audit, /correct, /rejudge): one module over the services.
+
+An input error reaches the client as the same one-line message the UI shows (a `gr.Error`, which
+Gradio passes on even without verbose error reporting). With a login on, a correction's author is
+the logged-in user: the audit trail cannot be forged through the API.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import gradio as gr
+
+from app import views
+from app.records import JudgeResult
+from app.services import AppServices, build_pair
+from app.tabs.common import user_of
+from reflectrm.errors import InputError, ReflectRMError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line_errors(fn: F) -> F:
+    """Our errors as `gr.Error(message)`: the client sees the message, not "verbose error reporting"."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ReflectRMError as exc:
+            raise gr.Error(str(exc), print_exception=False) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _judged(result: JudgeResult) -> dict[str, Any]:
+    return {"judgment_id": result.judgment_id, "judgment": result.judgment.to_dict()}
+
+
+def _marks(text: str) -> dict[int, str]:
+    if not text.strip():
+        return {}
+    try:
+        parsed = json.loads(text)
+        return {int(k): v for k, v in parsed.items()}
+    except (json.JSONDecodeError, AttributeError, ValueError) as exc:
+        raise InputError(f'marks must be a JSON object like {{"3": "right", "5": "wrong"}}, got {text[:60]!r}') from exc
+
+
+def register(services: AppServices) -> None:
+    """Add the named endpoints to the Blocks being built."""
+
+    @one_line_errors
+    def judge(query: str, response_1: str, response_2: str, messages: str = "", strategy: str = "reflectrm",
+              seed: int = 0, label: int = 0) -> dict:
+        """Judge a pair (query, or messages as a JSON list of turns) and record it; returns the judgment."""
+        pair = build_pair(query=query, messages=messages, response_1=response_1, response_2=response_2,
+                          label=label or None)
+        return _judged(services.judge(pair, strategy=strategy, seed=seed))
+
+    @one_line_errors
+    def audit(query: str, response_1: str, response_2: str, messages: str = "", seed: int = 0, label: int = 0) -> dict:
+        """Judge a pair in both orders; returns both judgments and whether they are consistent."""
+        pair = build_pair(query=query, messages=messages, response_1=response_1, response_2=response_2,
+                          label=label or None)
+        result = services.audit(pair, seed=seed)
+        return {"consistent": result.agree, "banner": views.audit_banner(result),
+                "original": _judged(result.original), "swapped": _judged(result.swapped)}
+
+    @one_line_errors
+    def correct(judgment_id: int, verdict: int, author: str = "", note: str = "", marks: str = "",
+                request: gr.Request = None) -> dict:  # type: ignore[assignment]
+        """Record (or edit) a person's verdict on a judgment; marks: JSON {"3": "right", "5": "wrong"}.
+        With a login on, the author is the logged-in user whatever `author` says."""
+        record = services.correct(int(judgment_id), verdict=verdict, author=user_of(request) or author or "api",
+                                  note=note, marks=_marks(marks))
+        return {"correction_id": record.id, "judgment_id": record.judgment_id, "verdict": record.verdict,
+                "author": record.author, "revision": record.revision,
+                "marks": {str(k): v for k, v in record.marks.items()},
+                "preference_example_ids": list(record.preference_example_ids),
+                "reflection_pair_ids": list(record.reflection_pair_ids)}
+
+    @one_line_errors
+    def rejudge(judgment_id: int, strategy: str) -> dict:
+        """A stored judgment re-aggregated with another strategy (generates only what it lacks)."""
+        result = services.reaggregate(int(judgment_id), strategy)
+        return {"judgment_id": judgment_id, "generated": result.generated, "judgment": result.judgment.to_dict()}
+
+    gr.api(judge, api_name="judge", concurrency_limit=4)
+    gr.api(audit, api_name="audit", concurrency_limit=4)
+    gr.api(correct, api_name="correct", concurrency_limit=8)
+    gr.api(rejudge, api_name="rejudge", concurrency_limit=4)

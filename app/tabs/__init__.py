@@ -1,0 +1,1 @@
+"""One module per tab of the workbench; `app.ui` assembles them from `app.tabs.TABS`."""

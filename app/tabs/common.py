@@ -1,0 +1,110 @@
+"""What every tab shares: the workbench context, session keys, cancellable work, progress, form helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import gradio as gr
+
+from reflectrm.pipeline import Progress, ProgressCallback, Stage
+from app.services import AppServices
+from reflectrm.errors import InputError
+
+LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
+LABEL_NAMES = MappingProxyType({None: "unknown", 1: "Response 1", 2: "Response 2"})
+
+
+@dataclass
+class Workbench:
+    """What tab builders share: the services, the Tabs (to switch tabs), and each tab's exported view."""
+
+    services: AppServices
+    tabs: Any  # gr.Tabs
+    active_judge: Any  # gr.Textbox in the header
+    views: dict[str, Any] = field(default_factory=dict)  # tab id -> what the tab's `build` returned
+
+
+@dataclass(frozen=True)
+class TabSpec:
+    """A tab: `build(workbench, tab)` lays it out and wires its own events; `wire(workbench)` then
+    wires events that reach into other tabs (every tab is built by then)."""
+
+    label: str
+    id: str
+    build: Callable[[Workbench, Any], Any]
+    wire: Callable[[Workbench], None] | None = None
+
+
+def session_key(request: gr.Request | None, what: str) -> str:
+    """A per-browser-session key (cancel tokens, review leases)."""
+    return f"{getattr(request, 'session_hash', None) or 'anonymous'}:{what}"
+
+
+def user_of(request: gr.Request | None) -> str:
+    """The logged-in user ("" when login is off)."""
+    return getattr(request, "username", None) or ""
+
+
+def run_cancellable(services: AppServices, key: str, work: Callable[[Any], Any]) -> Any:
+    """Run `work(cancel_event)` under a cancel token the Stop button can set."""
+    event = services.cancels.start(key)
+    try:
+        return work(event)
+    finally:
+        services.cancels.finish(key, event)
+
+
+def progress_reporter(progress: gr.Progress, *, text: Callable[[Progress], str] = str) -> ProgressCallback:
+    """The one place where the app turns the pipeline's progress events into Gradio's progress bar."""
+
+    def report(event: Progress) -> None:
+        progress(event.fraction, desc=text(event))
+
+    progress(0.0, desc="starting")  # the bar shows at once, not after the first report
+    return report
+
+
+def audit_text(event: Progress) -> str:
+    """An audit's progress line: audited pairs (each judged in both orders), then the batch's stage."""
+    if event.stage is Stage.DECIDED:
+        return f"audit: {event.done} of {event.total} pairs done"
+    return f"audit: {event.pairs_done // 2} of {event.pairs_total // 2} pairs done; {event}"
+
+
+def unchanged(outputs: Sequence[Any]) -> dict[Any, Any]:
+    """Every declared output left as it is (a handler must answer for each output it declares)."""
+    return {component: gr.update() for component in outputs}
+
+
+def whole(value: Any, what: str, *, minimum: int | None = None) -> int:
+    """A form number that must be a whole number (a clear error instead of a silent cut)."""
+    if value is None or value == "":
+        raise InputError(f"{what} is empty: give a whole number")
+    if float(value) != int(float(value)):
+        raise InputError(f"{what} must be a whole number, got {value!r}")
+    number = int(float(value))
+    if minimum is not None and number < minimum:
+        raise InputError(f"{what} must be at least {minimum}, got {number}")
+    return number
+
+
+def judgment_number(value: Any) -> int | None:
+    """A judgment id typed or shown in a form: None when empty (never 0 for "no judgment")."""
+    if value is None or str(value).strip().lstrip("#") == "":
+        return None
+    try:
+        number = int(str(value).strip().lstrip("#"))
+    except ValueError as exc:
+        raise InputError(f"a judgment number is a whole number like 12, got {value!r}") from exc
+    if number < 1:
+        raise InputError(f"judgment numbers start at 1, got {number}")
+    return number
+
+
+def source_choices(services: AppServices, *, current: str = "") -> Any:
+    """A Dropdown update listing the data sets (keeping `current` selected when it is one)."""
+    names = services.sources()
+    return gr.update(choices=names, value=current if current in names else (names[0] if names else None))

@@ -1,0 +1,145 @@
+"""The Curate tab: browse the derived training examples, exclude or restore them, snapshot, export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from app import views
+from app.records import ExampleFilter, ExampleRow
+from app.services import parse_day, parse_ids
+from app.tabs.common import TabSpec, Workbench, unchanged
+from reflectrm.errors import ReflectRMError
+
+
+def build(wb: Workbench, tab: Any) -> None:
+    services = wb.services
+    with gr.Row():
+        kind = gr.Radio(["preference", "reflection"], value="reflection", label="Examples", elem_id="curate-kind")
+        source = gr.Dropdown(label="Source", choices=[""], value="", allow_custom_value=True, elem_id="curate-source")
+        states = gr.CheckboxGroup(["active", "excluded", "withdrawn"], value=["active", "excluded"], label="State",
+                                  elem_id="curate-states")
+        agreement = gr.Dropdown(["any", "agrees", "disagrees"], value="any", label="Person vs judge",
+                                elem_id="curate-agreement")
+    with gr.Row():
+        since = gr.Textbox(label="Since (YYYY-MM-DD)", elem_id="curate-since")
+        until = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="curate-until")
+        search = gr.Textbox(label="Search text", elem_id="curate-search")
+        show_btn = gr.Button("Show", variant="primary", elem_id="curate-show")
+    with gr.Row():
+        mix = gr.Textbox(label="Mix", interactive=False, scale=3, elem_id="curate-mix")
+        mix_plot = gr.BarPlot(x="mix", y="share", color="kind", y_lim=[0, 1], height=200, scale=2,
+                              title="Pref:Refl share, current vs paper", elem_id="curate-mix-plot")
+    table = gr.Dataframe(views.examples_frame([]), label="Examples (select a row to see it whole and add its id "
+                                                         "below); 'contested': the person contradicted what is known",
+                         interactive=False, wrap=False, elem_id="curate-table")
+    detail = gr.JSON(label="Selected example (with both critiques)", elem_id="curate-detail")
+    with gr.Row():
+        ids = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")
+        exclude = gr.Button("Exclude", elem_id="curate-exclude")
+        restore = gr.Button("Restore", elem_id="curate-restore")
+    status = gr.Textbox(label="Status", interactive=False, elem_id="curate-status")
+    snapshots, export = _snapshot_and_export_widgets()
+    rows_state = gr.State([])
+
+    filter_inputs = [kind, source, states, since, until, agreement, search]
+    listing = [table, mix, mix_plot, snapshots["table"], source, export["snapshot"], rows_state, status]
+
+    def list_examples(k, src, st, s_from, s_to, agree, text):
+        try:
+            filters = ExampleFilter(source=src or "", states=tuple(st or ()), since=parse_day(s_from, "since"),
+                                    until=parse_day(s_to, "until"), agreement=agree, search=text or "")
+        except ReflectRMError as exc:
+            return {**unchanged(listing), status: f"error: {exc}"}
+        rows = services.browse(k, filters)
+        m, snaps = services.mix(), services.snapshots()
+        return dict(zip(listing, [
+            views.examples_frame(rows), views.mix_text(m), views.mix_frame(m), views.snapshots_frame(snaps),
+            gr.update(choices=["", *services.sources()]), gr.update(choices=["", *(s.name for s in snaps)]),
+            [example_detail(r) for r in rows], f"{len(rows)} {k} example(s) shown"]))
+
+    def select_row(current_ids, rows, evt: gr.SelectData):
+        k = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        if not rows or k is None or k >= len(rows):
+            return unchanged([ids, detail])
+        merged = list(dict.fromkeys([*_ids_or_empty(current_ids), rows[k]["id"]]))
+        return ", ".join(map(str, merged)), rows[k]
+
+    def change_state(excluded: bool):
+        def handler(k, text, *filters):
+            try:
+                changed = services.set_excluded(k, parse_ids(text), excluded=excluded)
+            except ReflectRMError as exc:
+                return {**unchanged([*listing, ids]), status: f"error: {exc}"}
+            note = f"{'excluded' if excluded else 'restored'} {changed} {k} example(s)"
+            return {**list_examples(k, *filters), status: note, ids: ""}
+
+        return handler
+
+    def take_snapshot(name, text, *filters):
+        try:
+            snap = services.snapshot(name, note=text or "")
+        except ReflectRMError as exc:
+            return {**unchanged(listing), status: f"error: {exc}"}
+        note = (f"snapshot {snap.name!r}: {snap.num_preference} preference, {snap.num_reflection} reflection "
+                f"(hash {snap.content_hash[:16]})")
+        return {**list_examples(*filters), status: note}
+
+    def export_file(k, fmt, snap, inactive):
+        try:
+            path = services.export(k, fmt=fmt, snapshot=snap or "", include_inactive=bool(inactive))
+        except ReflectRMError as exc:
+            return None, f"error: {exc}"
+        return str(path), f"exported {k} as {fmt}"
+
+    for trigger in (show_btn.click, kind.change, tab.select):
+        trigger(list_examples, filter_inputs, listing, api_visibility="private")
+    table.select(select_row, [ids, rows_state], [ids, detail], api_visibility="private")
+    exclude.click(change_state(True), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
+    restore.click(change_state(False), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
+    snapshots["button"].click(take_snapshot, [snapshots["name"], snapshots["note"], *filter_inputs], listing,
+                              api_visibility="private")
+    export["button"].click(export_file, [export["kind"], export["format"], export["snapshot"], export["inactive"]],
+                           [export["file"], status], api_visibility="private")
+
+
+def _snapshot_and_export_widgets() -> tuple[dict[str, Any], dict[str, Any]]:
+    with gr.Row():
+        with gr.Column():
+            snapshots = {"name": gr.Textbox(label="Snapshot name", elem_id="curate-snap-name"),
+                         "note": gr.Textbox(label="Snapshot note"),
+                         "button": gr.Button("Snapshot the active examples", elem_id="curate-snapshot"),
+                         "table": gr.Dataframe(label="Snapshots", interactive=False, elem_id="curate-snapshots")}
+        with gr.Column():
+            export = {
+                "kind": gr.Dropdown(["training", "preference-examples", "reflection-pairs", "corrections",
+                                     "judgments", "pairs"], value="training", label="Export"),
+                "format": gr.Dropdown(["jsonl", "parquet", "hf"], value="jsonl",
+                                      label="Format (hf: a zipped dataset)"),
+                "snapshot": gr.Dropdown(label="From snapshot (optional)", choices=[""], value="",
+                                        allow_custom_value=True),
+                "inactive": gr.Checkbox(label="Include excluded and withdrawn"),
+                "button": gr.Button("Export", elem_id="curate-export"),
+                "file": gr.File(label="Download", interactive=False, elem_id="curate-file"),
+            }
+    return snapshots, export
+
+
+def _ids_or_empty(text: str) -> list[int]:
+    try:
+        return parse_ids(text or "")
+    except ReflectRMError:
+        return []
+
+
+def example_detail(row: ExampleRow) -> dict[str, Any]:
+    return {"id": row.id, "kind": row.kind, "state": row.state, "source": row.source, "subset": row.subset,
+            "query": row.query, "response_1": row.response_1, "response_2": row.response_2,
+            "trains_toward": views.trains_toward(row), "known_label": row.known_label,
+            "judge_verdict": row.judge_verdict, "person_verdict": row.human_verdict,
+            "contested": row.contested or None, "critique_1": row.critique_1, "critique_2": row.critique_2,
+            "judgment_id": row.judgment_id, "correction_id": row.correction_id}
+
+
+TAB = TabSpec(label="Curate", id="curate", build=build)

@@ -1,0 +1,93 @@
+"""The positional-bias audit's figures: both orders of each pair, counted per subset (pure; no I/O).
+
+    stats = audit_stats([(original, swapped), ...])     # one row per subset, then "all"
+    picked = audit_sample(len(pairs), sample=20, seed=0)  # which pairs a seeded audit judges
+
+Both-orders accuracy follows the paper's Table 5 protocol (right in both orders); the flip rate is
+over pairs where neither order abstained; the first-position win rate over every verdict given.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reflectrm.core.types import Judgment
+from reflectrm.pipeline import orders_agree
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubsetStats:
+    """Batch-audit figures for one subset (or "all").
+
+    Attributes:
+        pairs: pairs audited.
+        labelled: pairs with a label (the denominator of both-orders accuracy).
+        both_correct: labelled pairs judged right in both orders (Table 5 protocol).
+        flipped: pairs whose two orders picked different responses.
+        compared: pairs where neither order abstained (the denominator of the flip rate).
+        first_wins / verdicts: verdicts for the first-shown response, over all non-abstaining verdicts.
+    """
+
+    subset: str
+    pairs: int = 0
+    labelled: int = 0
+    both_correct: int = 0
+    flipped: int = 0
+    compared: int = 0
+    first_wins: int = 0
+    verdicts: int = 0
+
+    @property
+    def both_orders_accuracy(self) -> float | None:
+        return self.both_correct / self.labelled if self.labelled else None
+
+    @property
+    def flip_rate(self) -> float | None:
+        return self.flipped / self.compared if self.compared else None
+
+    @property
+    def first_position_win_rate(self) -> float | None:
+        return self.first_wins / self.verdicts if self.verdicts else None
+
+
+def audit_sample(count: int, *, sample: int, seed: int) -> list[int]:
+    """Positions (sorted) of the pairs a seeded audit judges: all of them, or `sample` drawn at random.
+
+    Same count, sample and seed: the same positions, so re-running an audit judges the same pairs.
+    """
+    if sample < 0:
+        raise ValueError(f"sample must be 0 (all pairs) or a positive count, got {sample}")
+    if sample == 0 or sample >= count:
+        return list(range(count))
+    return sorted(random.Random(seed).sample(range(count), sample))
+
+
+def audit_stats(judgments: Sequence[tuple[Judgment, Judgment]]) -> list[SubsetStats]:
+    """Per-subset figures over (original, swapped) judgments, sorted by subset, then "all"."""
+    totals: dict[str, dict[str, int]] = {}
+    for original, swapped in judgments:
+        for key in (original.pair.subset or "(none)", "all"):
+            counts = totals.setdefault(key, dict.fromkeys(_COUNTS, 0))
+            _count(counts, original, swapped)
+    order = sorted(k for k in totals if k != "all") + (["all"] if totals else [])
+    return [SubsetStats(subset=k, **totals[k]) for k in order]
+
+
+_COUNTS = ("pairs", "labelled", "both_correct", "flipped", "compared", "first_wins", "verdicts")
+
+
+def _count(t: dict[str, int], original: Judgment, swapped: Judgment) -> None:
+    t["pairs"] += 1
+    if original.pair.label is not None:
+        t["labelled"] += 1
+        t["both_correct"] += bool(original.correct and swapped.correct)
+    agree = orders_agree(original, swapped)
+    if agree is not None:
+        t["compared"] += 1
+        t["flipped"] += not agree
+    for j in (original, swapped):
+        if j.verdict is not None:
+            t["verdicts"] += 1
+            t["first_wins"] += j.verdict == 1

@@ -1,0 +1,216 @@
+"""Issue 14's service findings: audits leave data sets alone and repeat, corrections ask before they
+contradict what is known, one judgment's concurrent corrections become an edit, the queue moves on."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.services import MAX_INPUT_CHARS, AppServices, NeedsConfirmation, build_pair
+from reflectrm.core.types import PreferencePair
+from reflectrm.errors import InputError
+
+
+def test_batch_audit_adds_no_pairs_and_repeats_exactly(biased_services: AppServices) -> None:
+    biased_services.add_demo_pairs(8)
+    first = biased_services.batch_audit("demo-arith", sample=4, seed=3)
+    assert biased_services.store.counts()["pairs"] == 8  # was 12: each swapped order became a pair of the data set
+    again = biased_services.batch_audit("demo-arith", sample=4, seed=3)
+    assert again.subsets == first.subsets
+    assert [f.query for f in again.flipped] == [f.query for f in first.flipped]
+    assert len(biased_services.pairs("demo-arith")) == 8
+
+
+def test_audit_both_orders_of_a_typed_pair_stores_one_pair(biased_services: AppServices) -> None:
+    pair = build_pair(query="What is 2 + 2?", messages="", response_1="4", response_2="5", label=1)
+    result = biased_services.audit(pair)
+    assert biased_services.store.counts()["pairs"] == 1
+    assert biased_services.open(result.swapped.judgment_id).judgment.pair == pair.swapped()
+
+
+def test_flipped_items_name_each_order_choice_in_the_original_numbering(biased_services: AppServices) -> None:
+    biased_services.add_demo_pairs(2)
+    [item, *_] = biased_services.batch_audit("demo-arith").flipped
+    # the biased judge always picks the first-shown answer: the original order picks 1, the swapped order picks
+    # its first answer, which is Response 2 of the original order
+    assert (item.verdict, item.swapped_verdict) == (1, 2)
+
+
+def test_a_correction_that_contradicts_the_label_asks_first_and_is_marked_contested(
+    services: AppServices, pair: PreferencePair
+) -> None:
+    jid = services.judge(pair).judgment_id  # pair.label == 1
+    with pytest.raises(NeedsConfirmation, match="known label says Response 1"):
+        services.correct(jid, verdict=2, author="ana", confirmed=False)
+    assert services.store.counts()["corrections"] == 0
+    record = services.correct(jid, verdict=2, author="ana", confirmed=True)
+    rows = services.browse("preference")
+    assert [r.correction_id for r in rows] == [record.id]
+    assert rows[0].contested.startswith("the known label says Response 1") and rows[0].known_label == 1
+    assert services.correct(jid, verdict=1, author="ana", confirmed=False).revision == 2  # agrees: no question
+
+
+def _judgment(predictions: list[int | None], *, label: int | None = None, strategy: str = "reflectrm"):
+    from reflectrm.core.types import Judgment, ParseStatus, Rollout
+
+    rollouts = tuple(Rollout(index=k, text="t", analysis=f"a{k}", prediction=p,
+                             status=ParseStatus.OK if p else ParseStatus.NO_RESULT, confidence=-0.1 * (k + 1),
+                             num_tokens=3) for k, p in enumerate(predictions))
+    return Judgment(pair=PreferencePair.from_query("q", "a", "b", label=label), strategy=strategy,
+                    rollouts=rollouts, verdict=predictions[0], anchor=0)
+
+
+@pytest.mark.parametrize(
+    ("predictions", "label", "verdict", "reason"),
+    [
+        pytest.param([1, 1, None], None, 2, "all 2 of the judge's parseable samples say Response 1", id="unanimous"),
+        pytest.param([1, 2, 1], None, 2, "", id="split-samples-no-question"),
+        pytest.param([1], None, 2, "", id="one-sample-is-not-unanimity"),
+        pytest.param([2, 2], 1, 2, "the known label says Response 1", id="label-wins-over-samples"),
+        pytest.param([1, 1], 1, 1, "", id="agrees"),
+    ],
+)
+def test_contest_reason(predictions: list, label: int | None, verdict: int, reason: str) -> None:
+    from app.records import contest_reason
+
+    assert contest_reason(_judgment(predictions, label=label), verdict) == reason
+
+
+def test_two_reviewers_correcting_one_judgment_at_once_give_an_edit_with_history(
+    services: AppServices, pair: PreferencePair
+) -> None:
+    jid = services.judge(pair).judgment_id
+    start, errors = threading.Barrier(2), []
+
+    def correct(verdict: int) -> None:
+        start.wait()
+        try:
+            services.correct(jid, verdict=verdict, author=f"r{verdict}")
+        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=correct, args=(v,)) for v in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    [record] = services.store.corrections(judgment_id=jid)
+    assert record.revision == 2
+
+
+def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) -> None:
+    jid = services.judge(pair).judgment_id
+    services.correct(jid, verdict=1, author="ana")
+    record = services.withdraw(jid, author="ana")
+    assert not services.store.corrections(judgment_id=jid, include_withdrawn=False)
+    assert services.browse("preference", ) == [] and record.id
+    with pytest.raises(InputError, match="no correction to withdraw"):
+        services.withdraw(jid, author="ana")
+
+
+def test_next_moves_on_and_skip_keeps_an_item_away(services: AppServices) -> None:
+    services.add_demo_pairs(3)
+    for _, p in services.pairs("demo-arith"):
+        services.judge(p)
+    first = services.next_for_review(reviewer="a")
+    second = services.next_for_review(reviewer="a", after=first.summary.id)
+    assert second.summary.id != first.summary.id  # Next moved on (it used to show the same item again)
+    third = services.next_for_review(reviewer="a", after=second.summary.id)
+    assert third.summary.id != second.summary.id  # Next does not skip: the first item may come back
+    skipped = services.next_for_review(reviewer="a", skip=[first.summary.id], after=second.summary.id)
+    assert skipped.summary.id not in (first.summary.id, second.summary.id)
+
+
+def test_review_item_by_id_reads_one_summary(services: AppServices, pair: PreferencePair) -> None:
+    jid = services.judge(pair).judgment_id
+    item = services.review_item(jid, reviewer="a")
+    assert item.summary.id == jid and item.summary.label == pair.label
+    with pytest.raises(InputError, match="does not exist"):
+        services.review_item(jid + 50, reviewer="a")
+
+
+def test_exports_leave_no_temporary_folder_behind(services: AppServices, pair: PreferencePair) -> None:
+    services.correct(services.judge(pair).judgment_id, verdict=1, author="ana")
+    zipped = services.export("training", fmt="hf")
+    assert zipped.suffix == ".zip" and zipped.exists()
+    assert [p.name for p in zipped.parent.iterdir()] == [zipped.name]  # the unzipped folder is gone
+    services.export("pairs", fmt="jsonl")
+    root = services._exports.root
+    services.close()
+    assert not root.exists()
+
+
+def test_exports_older_than_the_keep_time_are_pruned(services: AppServices, tmp_path: Path) -> None:
+    services._exports.keep_s = 0.0
+    first = services.export("pairs", fmt="jsonl")
+    services.export("pairs", fmt="jsonl")
+    assert not first.exists()
+
+
+def test_the_app_refuses_an_oversized_pair_before_tokenising() -> None:
+    with pytest.raises(InputError, match="over the app's limit"):
+        build_pair(query="q", messages="", response_1="x" * MAX_INPUT_CHARS, response_2="y")
+
+
+# --- what the anatomy shows per strategy -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["majority", "majority@15", "confidence-weighted"])
+def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(strategy: str) -> None:
+    from dataclasses import replace
+
+    from app import views
+    from app.records import JudgeResult
+    from reflectrm.core.types import Reflection
+
+    j = _judgment([1, 2, 1], strategy=strategy)
+    # a re-aggregation keeps the stored reflections, which this strategy does not use
+    j = replace(j, reflections=(Reflection(sample=1, anchor=0, order=(1, 0), text="t", analysis="a", choice=1,
+                                           status=j.rollouts[0].status, num_tokens=2),))
+    html = views.anatomy_html(JudgeResult(judgment_id=1, judgment=j))
+    assert "ANCHOR" not in html and "Stage 2" not in html and "Winner group" not in html
+    assert "tie-breaker" in html and "no anchor, no reflections" in html
+    assert set(views.confidence_frame(j)["role"]) == {"tie-breaker", "sample"}
+
+
+def test_the_confidence_plot_shows_what_the_cards_show() -> None:
+    from app import views
+
+    frame = views.confidence_frame(_judgment([1, 2, 1]))  # confidences -0.1 (anchor), -0.2, -0.3
+    tallest = frame.loc[frame["shown"].idxmax()]
+    assert tallest["role"] == "anchor" and tallest["sample"] == "#00"  # bars hung from 0 made it the shortest
+    assert frame["shown"].min() == 0.0
+
+
+def test_the_curate_table_says_which_label_is_which() -> None:
+    from app import views
+    from app.records import ExampleRow
+
+    row = ExampleRow(kind="reflection", id=1, state="active", source="s", subset="", query="q", response_1="a",
+                     response_2="b", label=2, judge_verdict=1, human_verdict=2, critique_1="x" * 500,
+                     critique_2="y", known_label=1, contested="the known label says Response 1")
+    frame = views.examples_frame([row])
+    assert "label" not in frame.columns and "critique 1" not in frame.columns  # the long texts are in the detail
+    assert frame.iloc[0]["known label"] == "Response 1" and frame.iloc[0]["trains toward"] == "Critique 2"
+    assert frame.iloc[0]["contested"].startswith("yes")
+
+
+def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> None:
+    from datetime import date, timedelta
+
+    from app.records import ExampleFilter
+
+    services.add_demo_pairs(3)
+    for _, p in services.pairs("demo-arith"):
+        services.correct(services.judge(p).judgment_id, verdict=p.label, author="ana")
+    every = services.browse("preference", limit=10)
+    assert [r.id for r in every] == sorted((r.id for r in every), reverse=True) and len(every) == 3
+    assert [r.id for r in services.browse("preference", limit=2)] == [r.id for r in every[:2]]
+    tomorrow = date.today() + timedelta(days=1)
+    assert services.browse("preference", ExampleFilter(since=tomorrow)) == []
+    assert services.browse("preference", ExampleFilter(source="elsewhere")) == []
+    services.set_excluded("preference", [every[0].id], excluded=True)
+    assert services.mix().preference == 2  # counted in SQL, active only
