@@ -17,6 +17,7 @@ from typing import Any
 import gradio as gr
 
 from app import views
+from app.tabs import evaluate as evaluate_tab
 from app.records import ExampleFilter, JudgeResult, ReviewItem, TrainRequest
 from app.services import AppServices, build_pair, parse_day, parse_ids, parse_marks
 from reflectrm.core.strategies import STRATEGIES
@@ -868,6 +869,19 @@ def _api(services: AppServices) -> None:
     gr.api(rejudge, api_name="rejudge", concurrency_limit=4)
 
 
+def _open_in_judge(services: AppServices, judge: _JudgeView, tabs: gr.Tabs, button: gr.Button, jid: gr.Number) -> None:
+    """Wire a button that opens judgment `jid` in the Judge tab (the Evaluate tab's drill-down)."""
+    outs = [*judge.outputs, *judge.form, judge.base, tabs]
+
+    def open_it(judgment_id):
+        try:
+            return [*_open_outputs(services, int(judgment_id)), gr.Tabs(selected="judge")]
+        except (ReflectRMError, TypeError, ValueError) as exc:
+            return [f"error: {exc}", *[gr.update()] * (len(outs) - 1)]
+
+    button.click(open_it, jid, outs, api_visibility="private")
+
+
 def build_app(services: AppServices) -> gr.Blocks:
     """The whole app: six tabs and the named API."""
     with gr.Blocks(title="ReflectRM", analytics_enabled=False) as demo:
@@ -889,6 +903,9 @@ def build_app(services: AppServices) -> gr.Blocks:
                 _history_tab(services, judge, tabs, history_tab)
             with gr.Tab("Train", id="train", elem_id="tab-train") as train_tab:
                 _train_tab(services, train_tab, active_judge)
+            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
+                evaluate_tab.build(services, open_in_judge=lambda button, jid: _open_in_judge(services, judge, tabs,
+                                                                                              button, jid))
         _wire_judge_audit(services, judge, audit, tabs)
         demo.load(lambda: [*_source_choices(services, 2), services.active_judge()], None,
                   [judge.source, audit.source, active_judge], api_visibility="private")

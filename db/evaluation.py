@@ -30,7 +30,7 @@ from db import models as m
 from db import repository
 from db.types import utcnow
 from reflectrm.core.config import JudgeConfig
-from reflectrm.core.types import Judgment
+from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import Benchmark, load_benchmark, select as select_pairs
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap
@@ -167,9 +167,12 @@ class EvalRequest:
     labels: str = "auto"
     plan: EvalPlan = field(default_factory=EvalPlan)
     seed: int = 0
+    pairs: tuple[PreferencePair, ...] = ()  # given pairs (a stored data set) instead of reading `data`
 
     def load(self) -> Benchmark:
-        if self.benchmark == "file":
+        if self.pairs:
+            bench = Benchmark(name=self.benchmark, pairs=self.pairs, source=self.benchmark)
+        elif self.benchmark == "file":
             if self.data is None:
                 raise InputError("--benchmark file needs --data PATH: the labelled file to evaluate on")
             pairs = read_pairs(self.data, mapping=self.mapping, labels=self.labels)
@@ -193,8 +196,13 @@ class Evaluations:
 
     def run(self, request: EvalRequest, *, backend: Any, config: JudgeConfig,
             should_stop: Callable[[], bool] = lambda: False,
-            progress: Callable[[int, int], None] | None = None) -> EvalRunRecord:
-        """Run (or resume) an evaluation; stopped runs keep what was stored and resume on the same request."""
+            progress: Callable[[int, int], None] | None = None,
+            stopped_by: tuple[type[BaseException], ...] = (KeyboardInterrupt,)) -> EvalRunRecord:
+        """Run (or resume) an evaluation; stopped runs keep what was stored and resume on the same request.
+
+        An exception of a `stopped_by` type (Ctrl-C, the app's Stop) marks the run stopped, any other failed;
+        either is raised again after the batches already stored are kept.
+        """
         bench = request.load()
         settings = {**request.to_dict(), "scoring": bench.scoring, "judge": config.to_dict()}
         key = _run_key(settings, backend)
@@ -208,7 +216,7 @@ class Evaluations:
                                   should_stop=should_stop, progress=progress):
                 self.store._write(lambda s, b=batch: add_batch(s, run_id=run_id, batch=b))
         except BaseException as exc:
-            status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+            status = "stopped" if isinstance(exc, stopped_by) else "failed"
             self.store._write(lambda s: finish_run(s, run_id=run_id, status=status, error=str(exc)[:2000]))
             raise
         stopped = should_stop()

@@ -371,7 +371,22 @@ def load_helpsteer3(path: Path | None) -> Benchmark:
     return b.build(source=source)
 
 
+DEMO_HELDOUT_PAIRS = 500
+
+
+def load_demo(path: Path | None) -> Benchmark:
+    """The demo judge's synthetic held-out arithmetic pairs (the stream `reflectrm.demo.build` evaluates on)."""
+    from reflectrm.demo.build import EVAL_SEED
+    from reflectrm.demo.tasks import make_pairs
+
+    if path is not None:
+        raise InputError("the demo benchmark is generated, not read: drop --data (or use --benchmark file)")
+    pairs = make_pairs(DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
+    return Benchmark(name="demo", pairs=tuple(pairs), source=f"reflectrm.demo.tasks seed {EVAL_SEED}")
+
+
 BENCHMARKS: dict[str, _Spec] = {
+    "demo": _Spec(load_demo, "", "the demo judge's synthetic held-out arithmetic pairs"),
     "rewardbench": _Spec(load_rewardbench, "allenai/reward-bench", "RewardBench v1; section-weighted score"),
     "rewardbench2": _Spec(load_rewardbench2, "allenai/reward-bench-2", "RewardBench 2; best-of-4 per prompt"),
     "rm-bench": _Spec(load_rm_bench, "", "RM-Bench 3x3 style matrix; easy / normal / hard"),
