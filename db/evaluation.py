@@ -32,7 +32,8 @@ from db.types import utcnow
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import InputError
-from reflectrm.eval.benchmarks import Benchmark, load_benchmark, select as select_pairs
+from reflectrm.eval.benchmarks import Benchmark, load_benchmark
+from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap
 from reflectrm.eval.readers import read_pairs
 from reflectrm.eval.runner import Batch, EvalPlan, evaluate
@@ -216,8 +217,8 @@ class Evaluations:
                                   should_stop=should_stop, progress=progress):
                 self.store._write(lambda s, b=batch: add_batch(s, run_id=run_id, batch=b))
         except BaseException as exc:
-            status = "stopped" if isinstance(exc, stopped_by) else "failed"
-            self.store._write(lambda s: finish_run(s, run_id=run_id, status=status, error=str(exc)[:2000]))
+            status, error = ("stopped" if isinstance(exc, stopped_by) else "failed"), str(exc)[:2000]
+            self.store._write(lambda s: finish_run(s, run_id=run_id, status=status, error=error))
             raise
         stopped = should_stop()
         metrics = self.report(run_id, bench=bench)

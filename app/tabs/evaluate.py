@@ -58,7 +58,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         judgment_id = gr.Number(None, label="Judgment #", precision=0, elem_id="eval-judgment-id")
         open_btn = gr.Button("Open in Judge view", elem_id="eval-open")
 
-    def launch(name, path, sub, lim, strats, orders, request: gr.Request, progress=gr.Progress()):
+    def launch(name, path, sub, lim, strats, orders, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         key = f"{_session(request)}:evaluate"
         cancel = services.cancels.start(key)
         try:

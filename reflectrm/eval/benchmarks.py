@@ -307,7 +307,7 @@ def _hub_rows(dataset: str, *, split: str, config: str | None = None) -> Iterabl
     datasets = require("datasets", extra="train")
     try:
         return datasets.load_dataset(dataset, config, split=split)
-    except Exception as exc:  # noqa: BLE001 - the Hub client raises many kinds; all mean "not reachable here"
+    except Exception as exc:
         raise InputError(f"could not load {dataset} from the Hub ({type(exc).__name__}): download it and pass --data"
                          ) from exc
 

@@ -40,11 +40,11 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines = [f"# Evaluation: {_cell(report['benchmark'])}", ""]
     if report.get("partial"):
         lines += [f"**Partial copy** ({_cell(report['partial'])}): these figures are not the benchmark's score.", ""]
-    lines += [f"Model: `{_cell(report.get('model', ''))}` revision `{_cell(report.get('model_revision', ''))}`; "
-              f"pairs x orders: {report['items']}; ties (not scored): {report['ties']}; "
-              f"skipped: {report['skipped']['count']} {_cell(report['skipped']['reasons'] or '')}", ""]
-    lines += ["| strategy | accuracy % [95 % CI] | official | both orders % | flip rate % | parse fail % "
-              "| tokens / judgment | ECE |", "|---|---|---|---|---|---|---|---|"]
+    lines += [(f"Model: `{_cell(report.get('model', ''))}` revision `{_cell(report.get('model_revision', ''))}`; "
+               f"pairs x orders: {report['items']}; ties (not scored): {report['ties']}; "
+               f"skipped: {report['skipped']['count']} {_cell(report['skipped']['reasons'] or '')}"), ""]
+    lines += [("| strategy | accuracy % [95 % CI] | official | both orders % | flip rate % | parse fail % "
+               "| tokens / judgment | ECE |"), "|---|---|---|---|---|---|---|---|"]
     for name, s in report["strategies"].items():
         both = s.get("both_orders")
         lines.append(f"| {_cell(name)} | {_ci(s['accuracy'])} | {_pct(s['official'].get('score'))} | "
@@ -67,15 +67,15 @@ def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) 
               if not math.isnan(s["accuracy"]["value"])]
     pad = 60
     max_x = max([p[1] for p in points] + [1.0]) * 1.1
-    sx = lambda x: pad + (width - 2 * pad) * x / max_x  # noqa: E731
-    sy = lambda y: height - pad - (height - 2 * pad) * y  # noqa: E731
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
+    sx = lambda x: pad + (width - 2 * pad) * x / max_x
+    sy = lambda y: height - pad - (height - 2 * pad) * y
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+              'font-size="11">'), f'<rect width="{width}" height="{height}" fill="white"/>',
              f'<line x1="{pad}" y1="{sy(0)}" x2="{width - pad}" y2="{sy(0)}" stroke="black"/>',
              f'<line x1="{pad}" y1="{sy(0)}" x2="{pad}" y2="{sy(1)}" stroke="black"/>',
              f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">generated tokens per judgment</text>',
-             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
-             'accuracy (95 % CI)</text>',
+             (f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
+              'accuracy (95 % CI)</text>'),
              f'<text x="{width / 2}" y="20" text-anchor="middle">{escape(str(report["benchmark"]))}</text>']
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{pad - 6}" y="{sy(tick) + 4}" text-anchor="end">{tick:.2f}</text>')
@@ -105,7 +105,7 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
 def compare_markdown(result: Mapping[str, Any]) -> str:
     """`reflectrm compare` as a table: per strategy and subset, both accuracies, discordant pairs, p and B - A."""
     lines = [f"# Run {result['run_b']} against run {result['run_a']} (paired, same items)", "",
-             "| strategy | subset | n | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |",
+             ("| strategy | subset | n | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for name, groups in result["strategies"].items():
         for group, r in groups.items():

@@ -121,7 +121,7 @@ def _judge(runnable: Sequence[tuple[PreferencePair, dict[str, Any]]], backend: B
     judged = judge_strategies([p.swapped() if s else p for p, _, s in expanded], backend, config, plan.strategies)
     out: Batch = []
     for (pair, m, swapped), by_strategy in zip(expanded, judged):
-        for name, j in by_strategy.items():
+        for j in by_strategy.values():
             out.append((item_from_judgment(j, item_id=pair.id, swapped=swapped, config=config, meta=m), j))
     return out
 

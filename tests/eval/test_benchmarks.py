@@ -123,7 +123,7 @@ def test_helpsteer3_reads_the_signed_preference_and_multi_turn_context(tmp_path:
 
 
 def test_mt_bench_human_hub_fields(tmp_path: Path) -> None:
-    conv = lambda answer: [{"role": "user", "content": "q"}, {"role": "assistant", "content": answer}]  # noqa: E731
+    conv = lambda answer: [{"role": "user", "content": "q"}, {"role": "assistant", "content": answer}]
     rows = [{"question_id": 81, "model_a": "m1", "model_b": "m2", "winner": "model_b", "judge": "expert_0",
              "conversation_a": conv("A1"), "conversation_b": conv("B1"), "turn": 1}]
     bench = load_benchmark("mt-bench-human", _jsonl(tmp_path / "mt.jsonl", rows))

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from db.evaluation import Evaluations  # noqa: E402
-from db.services import JudgmentStore  # noqa: E402
-from reflectrm.backends.scripted import ScriptedBackend  # noqa: E402
-from tests.app.browser import launch_chromium, running_app  # noqa: E402
-from tests.eval.test_runner import CONFIG, _first, _pairs_file, _request, _truthful  # noqa: E402
+from db.evaluation import Evaluations
+from db.services import JudgmentStore
+from reflectrm.backends.scripted import ScriptedBackend
+from tests.app.browser import launch_chromium, running_app
+from tests.eval.test_runner import CONFIG, _first, _pairs_file, _request, _truthful
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,7 @@ def _request(path: Path, **plan) -> EvalRequest:
 
 def test_strategies_share_one_rollout_pass(tmp_path: Path, store: JudgmentStore) -> None:
     backend = ScriptedBackend(_truthful)
-    plan = dict(strategies=("majority@15", "reflectrm", "greedy", "majority", "random-winners"))
+    plan = {"strategies": ("majority@15", "reflectrm", "greedy", "majority", "random-winners")}
     run = Evaluations(store).run(_request(_pairs_file(tmp_path, 4), **plan), backend=backend, config=CONFIG)
     stage1 = [c for c in backend.calls if c[2].logprobs and c[2].temperature > 0]
     greedy = [c for c in backend.calls if c[2].logprobs and c[2].temperature == 0]
