@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_a", type=int, help="the baseline run id")
     p.add_argument("run_b", type=int, help="the run compared with it")
     p.add_argument("--strategy", help="only this strategy")
+    p.add_argument("--strategy-b", help="compare run A's --strategy with this strategy of run B (runs may be equal)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--db", help=DB_HELP)
     p.set_defaults(func=cmd_compare)
@@ -111,6 +112,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from reflectrm.eval.report import compare_markdown
 
     with JudgmentStore.open(args.db) as store:
-        result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy)
+        result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
+                                            strategy_b=args.strategy_b)
     print(json.dumps(result, indent=2) if args.json else compare_markdown(result))
     return 0

@@ -18,7 +18,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -245,9 +245,22 @@ class Evaluations:
                       items_total=run.items_total)
         return report
 
-    def compare(self, run_a: int, run_b: int, *, strategy: str | None = None) -> dict[str, Any]:
-        """Paired per-item comparison of two runs: McNemar exact and a paired bootstrap of B - A, per subset."""
-        return compare_items(self.items(run_a), self.items(run_b), strategy=strategy, run_a=run_a, run_b=run_b)
+    def compare(self, run_a: int, run_b: int, *, strategy: str | None = None,
+                strategy_b: str | None = None) -> dict[str, Any]:
+        """Paired per-item comparison of two runs: McNemar exact and a paired bootstrap of B - A, per subset.
+
+        With `strategy_b`, run A's `strategy` is compared with run B's `strategy_b` (the same run may be
+        given twice: "does reflectrm beat majority@15 on the same pairs?").
+        """
+        items_a, items_b = self.items(run_a), self.items(run_b)
+        if strategy_b is not None:
+            if strategy is None:
+                raise InputError("--strategy-b compares against --strategy: give both")
+            name = f"{strategy} vs {strategy_b}"
+            items_a = [replace(i, strategy=name) for i in items_a if i.strategy == strategy]
+            items_b = [replace(i, strategy=name) for i in items_b if i.strategy == strategy_b]
+            strategy = name
+        return compare_items(items_a, items_b, strategy=strategy, run_a=run_a, run_b=run_b)
 
 
 def _run_key(settings: Mapping[str, Any], backend: Any) -> str:

@@ -239,7 +239,7 @@ def load_mt_bench_human(path: Path | None) -> Benchmark:
         rows = _hub_rows("lmsys/mt_bench_human_judgments", split="human")
         return _mt_bench_from_hub(rows, source="lmsys/mt_bench_human_judgments")
     path = _need(path, "MT-Bench human")
-    if path.is_file() and path.suffix != ".json" or (path.is_file() and "conversation_a" in next(read_rows(path))[1]):
+    if path.is_file() and "conversation_a" in next(iter(read_rows(path)), (0, {}))[1]:  # the Hub's fields
         return _mt_bench_from_hub((row for _, row in read_rows(path)), source=str(path))
     root = _llmbar_root(path)
     file = root / "Processed" / "MT-Bench" / "dataset.json" if path.is_dir() else path

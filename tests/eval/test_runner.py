@@ -142,3 +142,5 @@ def test_compare_pairs_items_and_tests_the_difference(tmp_path: Path, store: Jud
     assert overall["mcnemar_p"] == pytest.approx(2 / 32)
     assert overall["difference"]["value"] == pytest.approx(0.5)
     assert result["strategies"]["greedy"]["s1"]["only_b"] == 5  # odd pairs: label 2, where "always 1" is wrong
+    within = evals.compare(truthful.id, truthful.id, strategy="greedy", strategy_b="greedy")
+    assert within["strategies"]["greedy vs greedy"]["overall"]["mcnemar_p"] == 1.0
