@@ -32,8 +32,8 @@ def test_eval_writes_reports_and_compare_tests_two_runs(tmp_path: Path, capsys) 
     rows.append({"prompt": "What is 8 + 8?", "A": "17", "B": "16", "winner": "model_b"})
     data.write_text(json.dumps(rows), encoding="utf-8")
     db = str(tmp_path / "e.db")
-    common = ["eval", "--benchmark", "file", "--data", str(data), "--map", "query=prompt,response_1=A,response_2=B,"
-              "label=winner", "--strategies", "greedy", "--max-new-tokens", "96", "--device", "cpu", "--db", db]
+    mapping = "query=prompt,response_1=A,response_2=B,label=winner"
+    common = ["eval", "--benchmark", "file", "--data", str(data), "--map", mapping, "--strategies", "greedy", "--max-new-tokens", "96", "--device", "cpu", "--db", db]
     assert main([*common, "--out", str(tmp_path / "out")]) == 0
     report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
     assert report["ties"] == 1 and report["strategies"]["greedy"]["accuracy"]["n"] == 3
