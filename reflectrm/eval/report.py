@@ -67,7 +67,7 @@ def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) 
               if not math.isnan(s["accuracy"]["value"])]
     pad = 60
     max_x = max([p[1] for p in points] + [1.0]) * 1.1
-    sx = lambda x: pad + (width - 2 * pad) * x / max_x
+    sx = lambda x: pad + (width - 2 * pad - 110) * x / max_x
     sy = lambda y: height - pad - (height - 2 * pad) * y
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
               'font-size="11">'), f'<rect width="{width}" height="{height}" fill="white"/>',
@@ -79,11 +79,16 @@ def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) 
              f'<text x="{width / 2}" y="20" text-anchor="middle">{escape(str(report["benchmark"]))}</text>']
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{pad - 6}" y="{sy(tick) + 4}" text-anchor="end">{tick:.2f}</text>')
-    parts.append(f'<text x="{width - pad}" y="{sy(0) + 16}" text-anchor="end">{max_x:.0f}</text>')
-    for name, x, acc in points:
+    parts.append(f'<text x="{sx(max_x)}" y="{sy(0) + 16}" text-anchor="end">{max_x:.0f}</text>')
+    placed: list[tuple[float, float]] = []
+    for name, x, acc in sorted(points, key=lambda p: -p[2]["value"]):
+        label_y = sy(acc["value"]) - 6
+        while any(abs(sx(x) - px) < 90 and abs(label_y - py) < 12 for px, py in placed):
+            label_y += 12  # strategies at matched compute sit on one spot: stack their names
+        placed.append((sx(x), label_y))
         parts += [f'<line x1="{sx(x)}" y1="{sy(acc["low"])}" x2="{sx(x)}" y2="{sy(acc["high"])}" stroke="steelblue"/>',
                   f'<circle cx="{sx(x)}" cy="{sy(acc["value"])}" r="4" fill="steelblue"/>',
-                  f'<text x="{sx(x) + 6}" y="{sy(acc["value"]) - 6}">{escape(name)}</text>']
+                  f'<text x="{sx(x) + 6}" y="{label_y}">{escape(name)} {100 * acc["value"]:.1f}</text>']
     return "\n".join([*parts, "</svg>"]) + "\n"
 
 
