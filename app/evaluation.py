@@ -20,8 +20,8 @@ from reflectrm.eval.report import compare_markdown, markdown, svg_plot
 from reflectrm.eval.runner import EvalPlan
 
 DATA_SET_PREFIX = "data set: "
-RUN_COLUMNS = ["run", "benchmark", "status", "done", "of", "model", "strategies", "both orders", "partial"]
-ITEM_COLUMNS = ["judgment", "item", "subset", "strategy", "order", "label", "verdict", "why"]
+RUN_COLUMNS = ("run", "benchmark", "status", "done", "of", "model", "strategies", "both orders", "partial")
+ITEM_COLUMNS = ("judgment", "item", "subset", "strategy", "order", "label", "verdict", "why")
 
 
 @dataclass(frozen=True, slots=True)

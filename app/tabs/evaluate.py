@@ -41,9 +41,10 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         stop_btn = gr.Button("Stop", elem_id="eval-stop")
     status = gr.Textbox(label="Status", interactive=False, elem_id="eval-status")
-    runs = gr.Dataframe(evals.runs_table, headers=RUN_COLUMNS, label="Runs", interactive=False,
-                        elem_id="eval-runs")  # a callable value: read again at each page load
+    runs = gr.Dataframe(evals.runs_table(), headers=list(RUN_COLUMNS), label="Runs", interactive=False,
+                        elem_id="eval-runs")
     with gr.Row():
+        refresh_btn = gr.Button("Refresh runs", elem_id="eval-refresh")
         run_id = gr.Number(None, label="Run", precision=0, elem_id="eval-run-id")
         show_btn = gr.Button("Show report", elem_id="eval-show")
         run_a = gr.Number(None, label="Compare run A", precision=0, elem_id="eval-run-a")
@@ -52,7 +53,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     report = gr.Markdown(elem_id="eval-report")
     plot = gr.HTML(elem_id="eval-plot")
     comparison = gr.Markdown(elem_id="eval-comparison")
-    items = gr.Dataframe(headers=ITEM_COLUMNS, label="Wrong, abstained or flipped items", interactive=False,
+    items = gr.Dataframe(headers=list(ITEM_COLUMNS), label="Wrong, abstained or flipped items", interactive=False,
                          elem_id="eval-items")
     with gr.Row():
         judgment_id = gr.Number(None, label="Judgment #", precision=0, elem_id="eval-judgment-id")
@@ -97,6 +98,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     run_btn.click(launch, [benchmark, data, subset, limit, strategies, both], [status, runs, run_id, report, plot],
                   api_visibility="private")
     stop_btn.click(stop, None, status, api_visibility="private")
+    refresh_btn.click(evals.runs_table, None, runs, api_visibility="private")
     show_btn.click(show, run_id, [report, plot, items, status], api_visibility="private")
     compare_btn.click(compare, [run_a, run_b], comparison, api_visibility="private")
     items.select(first_cell, None, judgment_id, api_visibility="private")
