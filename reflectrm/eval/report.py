@@ -42,14 +42,15 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += [f"**Partial copy** ({_cell(report['partial'])}): these figures are not the benchmark's score.", ""]
     lines += [(f"Model: `{_cell(report.get('model', ''))}` revision `{_cell(report.get('model_revision', ''))}`; "
                f"pairs x orders: {report['items']}; ties (not scored): {report['ties']}; "
-               f"skipped: {report['skipped']['count']} {_cell(report['skipped']['reasons'] or '')}"), ""]
-    lines += [("| strategy | accuracy % [95 % CI] | official | both orders % | flip rate % | parse fail % "
-               "| tokens / judgment | ECE |"), "|---|---|---|---|---|---|---|---|"]
+               f"skipped: {report['skipped']['count']} {_cell(report['skipped']['reasons'] or '')}"
+               f"{' from subsets ' + _cell(report['skipped']['subsets']) if report['skipped']['count'] else ''}"), ""]
+    lines += [("| strategy | accuracy % [95 % CI] | official | both orders % | flip rate % | abstained | parse fail % "
+               "| tokens / judgment | ECE |"), "|---|---|---|---|---|---|---|---|---|"]
     for name, s in report["strategies"].items():
         both = s.get("both_orders")
         lines.append(f"| {_cell(name)} | {_ci(s['accuracy'])} | {_pct(s['official'].get('score'))} | "
                      f"{_ci(both['accuracy']) if both else '-'} | {_pct(both['flip_rate']['value']) if both else '-'} | "
-                     f"{_pct(s['parse_failure_rate'])} | {s['tokens_per_judgment']:.0f} | "
+                     f"{s['abstained']} | {_pct(s['parse_failure_rate'])} | {s['tokens_per_judgment']:.0f} | "
                      f"{_pct(s['calibration'].get('ece')) if s['calibration'] else '-'} |")
     lines += ["", "## Per subset (accuracy %, 95 % CI)", "", "| strategy | subset | accuracy |", "|---|---|---|"]
     for name, s in report["strategies"].items():
