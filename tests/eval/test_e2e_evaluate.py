@@ -79,8 +79,10 @@ def test_report_compare_and_drill_down_into_the_judge_view(page: Page, seeded: t
     expect(comparison).to_contain_text("McNemar p")
     overall = comparison.locator("tr", has_text="overall").first.locator("td")
     expect(overall.first).to_have_text("greedy")
-    # 12 pair-orders; the biased judge is right on 6, the truthful one on all: 6 discordant, all B's
-    assert overall.all_inner_texts()[1:7] == ["overall", "12", "50.0", "100.0", "0", "6"]
+    # 6 pairs as given: the biased judge is right on 3, the truthful one on all: 3 discordant, all B's
+    assert overall.all_inner_texts()[1:7] == ["overall", "6", "50.0", "100.0", "0", "3"]
+    both = comparison.locator("tr", has_text="both orders").first.locator("td")
+    assert both.all_inner_texts()[1:7] == ["both orders", "6", "0.0", "100.0", "0", "6"]
 
 
 def test_launch_a_small_run_with_the_demo_judge(page: Page) -> None:

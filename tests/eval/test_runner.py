@@ -137,7 +137,7 @@ def test_compare_pairs_items_and_tests_the_difference(tmp_path: Path, store: Jud
     truthful = evals.run(_request(path, strategies=("greedy",)),
                          backend=ScriptedBackend(_truthful, model_revision="v2"), config=CONFIG)
     result = evals.compare(biased.id, truthful.id)
-    overall = result["strategies"]["greedy"]["overall"]
+    overall = result["strategies"]["greedy"]["overall"]  # the unit is a pair, in the order given
     assert (overall["n"], overall["only_a"], overall["only_b"]) == (10, 0, 5)
     assert overall["mcnemar_p"] == pytest.approx(2 / 32)
     assert overall["difference"]["value"] == pytest.approx(0.5)
