@@ -18,10 +18,10 @@ from app import api
 from app.login import FailureCounter, LoginGuard, LoginThrottleMiddleware
 from app.services import AppServices
 from app.settings import AppSettings
-from app.tabs import audit, curate, history, judge, review, train
+from app.tabs import audit, curate, evaluate, history, judge, review, train
 from app.tabs.common import TabSpec, Workbench, source_choices
 
-TABS: tuple[TabSpec, ...] = (judge.TAB, audit.TAB, review.TAB, curate.TAB, history.TAB, train.TAB)
+TABS: tuple[TabSpec, ...] = (judge.TAB, audit.TAB, review.TAB, curate.TAB, history.TAB, train.TAB, evaluate.TAB)
 """The tabs, in order: add a tab module's `TAB` here."""
 
 ADDRESS_MAX_FAILURES = 20  # failed logins from one address (several users may share it) before a lock-out

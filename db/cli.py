@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS
+from db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES
 from db.importing import parse_mapping
 
 if TYPE_CHECKING:
@@ -24,16 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the store's sub-commands to the `reflectrm` parser."""
     p = sub.add_parser(
         "import",
-        help="import pairs from JSONL, CSV or Parquet into the store",
+        help="import pairs from JSONL, JSON, CSV, Parquet or a `datasets` folder into the store",
         description="Import pairs: all rows, or none when a row is malformed.",
     )
-    p.add_argument("file", type=Path, help="a .jsonl, .csv or .parquet file")
+    p.add_argument("file", type=Path, help="a .jsonl, .json (array), .csv or .parquet file, or a `datasets` folder")
     p.add_argument(
         "--map",
         dest="mapping",
         default="",
         help=f"FIELD=COLUMN,... for fields {', '.join(IMPORT_FIELDS)} (e.g. query=question,response_1=a)",
     )
+    p.add_argument("--labels", default="auto", choices=sorted(IMPORT_LABEL_SCHEMES),
+                   help="how label numbers are meant: " + "; ".join(f"{k}: {v}" for k, v in IMPORT_LABEL_SCHEMES.items()))
+    p.add_argument("--split", help="the split of a `datasets` folder that holds several (default: test)")
     p.add_argument("--source", help="source name for rows without one (default: the file name)")
     p.add_argument("--db", help=DB_HELP)
     p.set_defaults(func=cmd_import)
@@ -77,7 +80,8 @@ def _store(url: str | None, *, create: bool = True) -> JudgmentStore:
 def cmd_import(args: argparse.Namespace) -> int:
     mapping = parse_mapping(args.mapping)
     with _store(args.db) as store:
-        report = store.import_pairs(args.file, mapping=mapping, source=args.source)
+        report = store.import_pairs(args.file, mapping=mapping, source=args.source, labels=args.labels,
+                                    split=args.split)
     print(f"imported {report.added} new pair(s) from {args.file} ({report.already_present} already stored)")
     return 0
 

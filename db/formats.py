@@ -6,11 +6,16 @@ Standard library only, so the CLI can build its parser without loading SQLAlchem
 from __future__ import annotations
 
 from reflectrm.errors import InputError
+from reflectrm.eval.labels import LABEL_SCHEMES
+from reflectrm.eval.readers import PAIR_FIELDS, SUFFIXES
 
-IMPORT_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
+IMPORT_FIELDS = PAIR_FIELDS
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
 
-IMPORT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+IMPORT_SUFFIXES = SUFFIXES
+"""File endings the importer reads (and a folder saved by `datasets`)."""
+
+IMPORT_LABEL_SCHEMES = LABEL_SCHEMES
 
 EXPORT_KINDS = ("pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training")
 EXPORT_FORMATS = ("jsonl", "parquet", "hf")

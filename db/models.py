@@ -23,6 +23,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -73,6 +74,7 @@ class Pair(Base):
     response_1: Mapped[str]
     response_2: Mapped[str]
     label: Mapped[int | None] = mapped_column(SmallInteger)  # the better response when known
+    tie: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # judged equally good (no label)
     source: Mapped[str]  # data set name, "manual", ...
     source_id: Mapped[str]  # PreferencePair.id
     subset: Mapped[str]
@@ -289,17 +291,61 @@ class TrainingRun(Base):
     finished_at: Mapped[datetime | None]
 
 
+EVAL_STATES = ("running", "completed", "stopped", "failed")
+"""stopped: cancelled or killed part way; rerunning the same command resumes it."""
+
+
 class EvalRun(Base):
-    """Placeholder for the evaluation issue: one model on one benchmark. Later migrations add columns."""
+    """One model on one benchmark (or labelled data set) with some strategies (`reflectrm eval`)."""
 
     __tablename__ = "eval_runs"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({', '.join(repr(s) for s in EVAL_STATES)})", name="status_known"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     training_run_id: Mapped[int | None] = mapped_column(ForeignKey("training_runs.id"))
+    run_key: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of what decides the results: resume key
     model: Mapped[str]
     model_revision: Mapped[str]
     benchmark: Mapped[str]
-    config: Mapped[dict[str, Any]]
-    metrics: Mapped[dict[str, Any]]
+    data: Mapped[str] = mapped_column(default="")  # the local file or folder read ("" = the Hub)
+    partial: Mapped[str] = mapped_column(default="")  # why the copy read is not the whole benchmark; "" = complete
+    config: Mapped[dict[str, Any]]  # JudgeConfig, strategies, both orders, subset, limit, too-long policy
+    status: Mapped[str] = mapped_column(String(20), default="running", server_default="running")
+    items_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # pairs x orders planned
+    metrics: Mapped[dict[str, Any]]  # the report's figures once the run ends
+    error: Mapped[str] = mapped_column(default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class EvalItem(Base):
+    """One strategy's verdict on one pair in one order within an evaluation run (or why it was not judged)."""
+
+    __tablename__ = "eval_items"
+    __table_args__ = (
+        UniqueConstraint("run_id", "item_id", "strategy", "swapped"),
+        _choice_check("verdict", nullable=True),
+        _choice_check("label", nullable=True),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("eval_runs.id", ondelete="CASCADE"), index=True)
+    item_id: Mapped[str]  # the benchmark pair's id (its original order)
+    strategy: Mapped[str] = mapped_column(String(40))
+    swapped: Mapped[bool] = mapped_column(Boolean)  # judged with the responses in the other order
+    subset: Mapped[str]
+    label: Mapped[int | None] = mapped_column(SmallInteger)  # in the order judged
+    tie: Mapped[bool] = mapped_column(Boolean)
+    verdict: Mapped[int | None] = mapped_column(SmallInteger)  # NULL: abstained or not judged
+    tokens: Mapped[int] = mapped_column(Integer)  # generated for this strategy's judgment
+    samples: Mapped[int] = mapped_column(Integer)  # stage-1 outputs the strategy considered
+    parse_failures: Mapped[int] = mapped_column(Integer)  # of those, unparseable
+    anchor_confidence: Mapped[float | None] = mapped_column(Double)  # Eq. 5; NULL: no anchor
+    anchor_correct: Mapped[bool | None] = mapped_column(Boolean)  # the anchor's own prediction matches the label
+    skipped: Mapped[str] = mapped_column(default="")  # why the pair was not judged (over-long ...); "" = judged
+    meta: Mapped[dict[str, Any]]  # benchmark grouping: best-of-N group, RM-Bench cell, truncation
+    judgment_id: Mapped[int | None] = mapped_column(ForeignKey("judgments.id"))  # drill-down into the Judge view
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

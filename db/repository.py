@@ -37,6 +37,7 @@ def _pair_values(pair: PreferencePair) -> dict[str, Any]:
         "response_1": pair.response_1,
         "response_2": pair.response_2,
         "label": pair.label,
+        "tie": pair.tie,
         "source": pair.source,
         "source_id": pair.id,
         "subset": pair.subset,
@@ -78,6 +79,7 @@ def pair_from_row(row: Any) -> PreferencePair:
         id=row.source_id,
         source=row.source,
         subset=row.subset,
+        tie=bool(row.tie),
     )
 
 

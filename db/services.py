@@ -183,10 +183,11 @@ class JudgmentStore:
         return ImportReport(added=added, already_present=len(set(ids)) - added, pair_ids=tuple(ids))
 
     def import_pairs(
-        self, path: Path, *, mapping: Mapping[str, str] | None = None, source: str | None = None
+        self, path: Path, *, mapping: Mapping[str, str] | None = None, source: str | None = None,
+        labels: str = "auto", split: str | None = None,
     ) -> ImportReport:
-        """Import a JSONL, CSV or Parquet file of pairs: all rows or, on the first bad row, none."""
-        return self.add_pairs(read_pair_file(path, mapping=mapping, source=source))
+        """Import a file of pairs (JSONL, JSON, CSV, Parquet, `datasets`): all rows or, on the first bad row, none."""
+        return self.add_pairs(read_pair_file(path, mapping=mapping, source=source, labels=labels, split=split))
 
     def list_pairs(self, *, source: str | None = None, limit: int = 100, offset: int = 0) -> list[StoredPair]:
         return self._read(lambda s: repository.list_pairs(s, source=source, limit=limit, offset=offset))

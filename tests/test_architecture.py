@@ -24,9 +24,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
     ("reflectrm.defaults",),  # the default model's path, nothing else
     ("reflectrm.backends",),
-    ("reflectrm.pipeline", "reflectrm.render"),  # where the core meets a backend; text rendering of results
+    ("reflectrm.pipeline", "reflectrm.render", "reflectrm.audit"),  # core meets a backend; rendering; audit figures
     ("reflectrm.training",),  # data recipe, rewards convention, GRPO, run folders
     ("reflectrm.demo",),  # a task domain, a reward plugin and a build tool over training, never under it
+    ("reflectrm.eval",),  # benchmarks, metrics and the evaluation runner (the demo domain is one benchmark)
     ("reflectrm.cli", "reflectrm.flags", "reflectrm.training.cli"),  # the command-line shells, flags from configs
 )
 """The library's layers, lowest first. A new module belongs to the longest declared prefix of its name."""
@@ -34,8 +35,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
-DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe")
-"""The store reads the library's types and calls its one training-data recipe; nothing else."""
+DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
+                 "reflectrm.eval.scoring")
+"""The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
+keeps evaluation items (`reflectrm.eval.scoring`'s types); nothing else (no backend, pipeline or runner)."""
 
 
 def _imports(path: Path, *, package: str = "") -> set[str]:

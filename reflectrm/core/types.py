@@ -61,6 +61,8 @@ class PreferencePair:
         response_1: the first candidate.
         response_2: the second candidate.
         label: the better response when known (1 or 2), else None.
+        tie: True when the source judges the two responses equally good (then `label` is None); a tie is
+            kept and shown, but left out of pairwise accuracy and counted on its own.
         id: an identifier, stable across runs (data sets give one; else a content hash).
         source: where the pair came from (a data set name, "manual", ...).
         subset: a finer grouping for per-subset reports.
@@ -73,6 +75,7 @@ class PreferencePair:
     id: str = ""
     source: str = ""
     subset: str = ""
+    tie: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conversation", _as_messages(self.conversation))
@@ -97,6 +100,10 @@ class PreferencePair:
                 f"the pair is {size:,} characters, over the limit of {MAX_PAIR_CHARS:,} (more than any judge's "
                 "context holds): shorten the conversation or the responses"
             )
+        if self.tie is not False and self.tie is not True:
+            raise InputError(f"tie must be true or false, got {self.tie!r}")
+        if self.tie and self.label is not None:
+            raise InputError(f"a tie has no better response, but label is {self.label!r}: drop the label or the tie")
         if not self.id:
             object.__setattr__(self, "id", self.fingerprint()[:16])
 
@@ -128,6 +135,7 @@ class PreferencePair:
             id=f"{self.id}:swapped",
             source=self.source,
             subset=self.subset,
+            tie=self.tie,
         )
 
     def fingerprint(self) -> str:
@@ -139,7 +147,7 @@ class PreferencePair:
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "id": self.id,
             "messages": [{"role": m.role, "content": m.content} for m in self.conversation],
             "response_1": self.response_1,
@@ -148,6 +156,9 @@ class PreferencePair:
             "source": self.source,
             "subset": self.subset,
         }
+        if self.tie:  # only when set, so the dicts (and content hashes) of untied pairs are as before
+            d["tie"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PreferencePair:
@@ -168,10 +179,15 @@ class PreferencePair:
         else:
             raise InputError("missing field 'query': give a 'query' string or a 'messages' list")
         label = d.get("label")
+        tie = d.get("tie", False)
         if isinstance(label, str) and label.strip() in ("1", "2"):
             label = int(label)
+        if isinstance(label, str) and label.strip().lower() == "tie":
+            label, tie = None, True
         if label not in (None, 1, 2) or isinstance(label, bool):
-            raise InputError(f"label must be 1 or 2 (or absent), got {label!r}")
+            raise InputError(f"label must be 1 or 2 (or 'tie', or absent), got {label!r}")
+        if tie not in (True, False):
+            raise InputError(f"'tie' must be true or false, got {tie!r}")
         return cls(
             conversation=conversation,
             response_1=d["response_1"],
@@ -180,6 +196,7 @@ class PreferencePair:
             id=str(d.get("id") or ""),
             source=str(d.get("source") or ""),
             subset=str(d.get("subset") or ""),
+            tie=bool(tie),
         )
 
 

@@ -18,10 +18,10 @@ def test_named_api_endpoints_have_plain_names(services: AppServices) -> None:
     assert public == {"judge", "audit", "correct", "rejudge"}
 
 
-def test_six_tabs(services: AppServices) -> None:
+def test_seven_tabs(services: AppServices) -> None:
     demo = build_app(services)
     labels = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
-    assert labels == ["Judge", "Audit", "Review queue", "Curate", "History", "Train"]
+    assert labels == ["Judge", "Audit", "Review queue", "Curate", "History", "Train", "Evaluate"]
 
 
 def test_app_command_defaults_and_options() -> None:
@@ -48,7 +48,7 @@ def _module_level_mutables(path: Path) -> list[str]:
 def test_no_module_level_mutable_state() -> None:
     # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings)
     modules = ("settings.py", "services.py", "training.py", "resources.py", "records.py", "views.py", "ui.py",
-               "app_cli.py", "api.py", "login.py", *(f"tabs/{p.name}" for p in (APP / "tabs").glob("*.py")))
+               "app_cli.py", "api.py", "login.py", "evaluation.py", "eval_cli.py", *(f"tabs/{p.name}" for p in (APP / "tabs").glob("*.py")))
     found = [m for name in modules for m in _module_level_mutables(APP / name)]
     assert found == []
 
@@ -57,6 +57,6 @@ def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
     # a tab is a module (app/tabs/<id>.py); the assembly is a list; no builder of hundreds of lines
     from app.ui import TABS
 
-    assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train"]
+    assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train", "evaluate"]
     assert all((APP / "tabs" / f"{t.id}.py").exists() for t in TABS)
     assert len((APP / "ui.py").read_text().splitlines()) < 150

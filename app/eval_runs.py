@@ -1,0 +1,150 @@
+"""Evaluation runs: load a benchmark, run the judge over it batch by batch, keep each batch in the store,
+report and compare runs. The CLI (`reflectrm eval` / `compare`) and the Evaluate tab both call `Evaluations`.
+
+    evals = Evaluations(store)
+    run = evals.run(EvalRequest(benchmark="judgebench", data=Path("data"), strategies=("reflectrm", "greedy")),
+                    backend=backend, config=JudgeConfig())
+    evals.report(run.id); evals.compare(run_a, run_b)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from db.evaluation import EvalRunRecord, EvalStore
+from reflectrm.core.config import JudgeConfig
+from reflectrm.core.types import PreferencePair
+from reflectrm.errors import InputError
+from reflectrm.eval.benchmarks import Benchmark, load_benchmark
+from reflectrm.eval.benchmarks import select as select_pairs
+from reflectrm.eval.compare import compare_items
+from reflectrm.eval.readers import read_pairs
+from reflectrm.eval.runner import EvalPlan, evaluate
+from reflectrm.eval.scoring import ItemResult, build_report
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalRequest:
+    """What to evaluate (everything but the model and judge config).
+
+    Attributes:
+        benchmark: a `BENCHMARKS` name, or "file" for any labelled file (`data`, `mapping`, `labels`).
+        data: local file or folder; None reads the Hub copy.
+        subset: keep one subset (or a prefix ending in '/').
+        limit: at most this many units (pairs, or best-of-N groups), drawn with `seed`.
+        mapping / labels: the generic reader's column mapping and label scheme (benchmark "file").
+        plan: strategies, orders, too-long policy, batch size.
+        seed: the draw for `limit` (and the bootstrap).
+    """
+
+    benchmark: str
+    data: Path | None = None
+    subset: str | None = None
+    limit: int | None = None
+    mapping: Mapping[str, str] = field(default_factory=dict)
+    labels: str = "auto"
+    plan: EvalPlan = field(default_factory=EvalPlan)
+    seed: int = 0
+    pairs: tuple[PreferencePair, ...] = ()  # given pairs (a stored data set) instead of reading `data`
+
+    def load(self) -> Benchmark:
+        if self.pairs:
+            bench = Benchmark(name=self.benchmark, pairs=self.pairs, source=self.benchmark)
+        elif self.benchmark == "file":
+            if self.data is None:
+                raise InputError("--benchmark file needs --data PATH: the labelled file to evaluate on")
+            pairs = read_pairs(self.data, mapping=self.mapping, labels=self.labels)
+            bench = Benchmark(name=f"file:{self.data.name}", pairs=tuple(pairs), source=str(self.data))
+        else:
+            bench = load_benchmark(self.benchmark, self.data)
+        return select_pairs(bench, subset=self.subset, limit=self.limit, seed=self.seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "data": str(self.data.resolve()) if self.data else "", "subset": self.subset or "",
+                "limit": self.limit, "mapping": dict(self.mapping), "labels": self.labels, "seed": self.seed,
+                "strategies": list(self.plan.strategies), "both_orders": self.plan.both_orders,
+                "too_long": self.plan.too_long}
+
+
+class Evaluations:
+    """Evaluation runs over a `JudgmentStore` (one transaction per user action or per batch)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.kept = EvalStore(store)
+
+    def run(self, request: EvalRequest, *, backend: Any, config: JudgeConfig,
+            should_stop: Callable[[], bool] = lambda: False,
+            progress: Callable[[int, int], None] | None = None,
+            stopped_by: tuple[type[BaseException], ...] = (KeyboardInterrupt,)) -> EvalRunRecord:
+        """Run (or resume) an evaluation; stopped runs keep what was stored and resume on the same request.
+
+        An exception of a `stopped_by` type (Ctrl-C, the app's Stop) marks the run stopped, any other failed;
+        either is raised again after the batches already stored are kept.
+        """
+        bench = request.load()
+        settings = {**request.to_dict(), "scoring": bench.scoring, "judge": config.to_dict()}
+        key = _run_key(settings, backend)
+        values = {"model": backend.model_id, "model_revision": backend.model_revision, "benchmark": bench.name,
+                  "data": bench.source, "partial": bench.partial, "config": settings,
+                  "items_total": len(bench.pairs) * (2 if request.plan.both_orders else 1)}
+        run_id, _ = self.kept.start(run_key=key, values=values)
+        done = self.kept.done_item_ids(run_id)
+        try:
+            for batch in evaluate(bench.pairs, backend, config, plan=request.plan, done=done, meta=bench.meta,
+                                  should_stop=should_stop, progress=progress):
+                self.kept.add_batch(run_id, batch)
+        except BaseException as exc:
+            status, error = ("stopped" if isinstance(exc, stopped_by) else "failed"), str(exc)[:2000]
+            self.kept.finish(run_id, status=status, error=error)
+            raise
+        stopped = should_stop()
+        metrics = self.report(run_id, bench=bench)
+        self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=metrics)
+        return self.get(run_id)
+
+    def get(self, run_id: int) -> EvalRunRecord:
+        return self.kept.get(run_id)
+
+    def runs(self, *, limit: int = 100) -> list[EvalRunRecord]:
+        return self.kept.runs(limit=limit)
+
+    def items(self, run_id: int) -> list[ItemResult]:
+        return self.kept.items(run_id)
+
+    def report(self, run_id: int, *, bench: Benchmark | None = None) -> dict[str, Any]:
+        """The report of what the run has stored so far."""
+        run = self.get(run_id)
+        scoring = bench.scoring if bench else str(run.config.get("scoring", "micro"))
+        report = build_report(self.items(run_id), benchmark=run.benchmark, scoring=scoring, partial=run.partial,
+                              config=run.config, seed=int(run.config.get("seed", 0)))
+        report.update(run_id=run_id, model=run.model, model_revision=run.model_revision, status=run.status,
+                      items_total=run.items_total)
+        return report
+
+    def compare(self, run_a: int, run_b: int, *, strategy: str | None = None,
+                strategy_b: str | None = None) -> dict[str, Any]:
+        """Paired per-item comparison of two runs: McNemar exact and a paired bootstrap of B - A, per subset.
+
+        With `strategy_b`, run A's `strategy` is compared with run B's `strategy_b` (the same run may be
+        given twice: "does reflectrm beat majority@15 on the same pairs?").
+        """
+        items_a, items_b = self.items(run_a), self.items(run_b)
+        if strategy_b is not None:
+            if strategy is None:
+                raise InputError("--strategy-b compares against --strategy: give both")
+            name = f"{strategy} vs {strategy_b}"
+            items_a = [replace(i, strategy=name) for i in items_a if i.strategy == strategy]
+            items_b = [replace(i, strategy=name) for i in items_b if i.strategy == strategy_b]
+            strategy = name
+        return compare_items(items_a, items_b, strategy=strategy, run_a=run_a, run_b=run_b)
+
+
+def _run_key(settings: Mapping[str, Any], backend: Any) -> str:
+    payload = json.dumps([settings, backend.name, backend.model_id, backend.model_revision], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()

@@ -1,0 +1,100 @@
+"""The Evaluate tab's services: run an evaluation with the active judge, list runs, show a report,
+compare two runs, list the items worth a look (wrong or flipped) with their judgment ids.
+
+Thin over `app.eval_runs.Evaluations`; the tab's handlers call these and format nothing themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.resources import Cancelled
+from app.eval_runs import EvalRequest, Evaluations
+from db.evaluation import EvalRunRecord
+from reflectrm.errors import InputError
+from reflectrm.eval.benchmarks import BENCHMARKS
+from reflectrm.eval.report import compare_markdown, markdown, svg_plot
+from reflectrm.eval.runner import EvalPlan
+
+DATA_SET_PREFIX = "data set: "
+RUN_COLUMNS = ("run", "benchmark", "status", "done", "of", "model", "strategies", "both orders", "partial")
+ITEM_COLUMNS = ("judgment", "item", "subset", "strategy", "order", "label", "verdict", "why")
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run's report as the tab shows it."""
+
+    run_id: int
+    markdown: str
+    plot_svg: str
+
+
+class EvaluationService:
+    """One per app (shares the app's store, model and generation lock)."""
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.evals = Evaluations(services.store)
+
+    def choices(self) -> list[str]:
+        """Benchmarks, then the store's data sets (imported files, demo pairs)."""
+        return [*BENCHMARKS, "file", *(DATA_SET_PREFIX + s for s in self.services.sources())]
+
+    def request(self, benchmark: str, *, data: str = "", subset: str = "", limit: int | None = None,
+                strategies: Sequence[str] = ("reflectrm",), both_orders: bool = False, seed: int = 0) -> EvalRequest:
+        if not benchmark:
+            raise InputError("pick a benchmark or a data set to evaluate on")
+        plan = EvalPlan(strategies=tuple(strategies) or ("reflectrm",), both_orders=both_orders,
+                        too_long="skip", batch_size=self.services.settings.app.audit_batch_size)
+        pairs: tuple = ()
+        if benchmark.startswith(DATA_SET_PREFIX):
+            pairs = tuple(p for _, p in self.services.pairs(benchmark.removeprefix(DATA_SET_PREFIX), limit=100_000))
+            if not any(p.label is not None for p in pairs):
+                raise InputError(f"{benchmark} has no labelled pairs: evaluation needs labels")
+        return EvalRequest(benchmark=benchmark, data=Path(data) if data.strip() else None, subset=subset or None,
+                           limit=int(limit) if limit else None, plan=plan, seed=seed, pairs=pairs)
+
+    def run(self, request: EvalRequest, *, cancel: threading.Event,
+            progress: Callable[[int, int], None] | None = None) -> EvalRunRecord:
+        """Run (or resume) with the active judge; Stop ends it after the current generation call."""
+        backend = self.services._backend(cancel)  # the app's guarded backend: its lock, its Stop
+        config = self.services.settings.judge_config()
+        try:
+            return self.evals.run(request, backend=backend, config=config, should_stop=cancel.is_set,
+                                  progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
+        except Cancelled:
+            return self.evals.runs(limit=1)[0]
+
+    def runs_table(self) -> list[list[Any]]:
+        return [[r.id, r.benchmark, r.status, r.items_done, r.items_total, r.model,
+                 ",".join(r.config.get("strategies", [])), bool(r.config.get("both_orders")), r.partial]
+                for r in self.evals.runs()]
+
+    def view(self, run_id: int) -> RunView:
+        report = self.evals.report(int(run_id))
+        return RunView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
+
+    def compare(self, run_a: int, run_b: int) -> str:
+        return compare_markdown(self.evals.compare(int(run_a), int(run_b)))
+
+    def items_to_check(self, run_id: int, *, limit: int = 200) -> list[list[Any]]:
+        """Wrong, abstained and flipped items with their judgment ids (to open in the Judge view)."""
+        items = self.evals.items(int(run_id))
+        by_twin = {(i.item_id, i.strategy, i.swapped): i for i in items}
+        rows = []
+        for i in items:
+            if not i.scored or i.judgment_id is None:
+                continue
+            twin = by_twin.get((i.item_id, i.strategy, not i.swapped))
+            flipped = twin is not None and twin.verdict is not None and i.verdict is not None \
+                and i.verdict != 3 - twin.verdict
+            why = "flipped" if flipped else ("abstained" if i.verdict is None else "wrong" if not i.correct else "")
+            if why:
+                rows.append([i.judgment_id, i.item_id, i.subset, i.strategy, "swapped" if i.swapped else "as given",
+                             i.label, i.verdict, why])
+        return rows[:limit]

@@ -1,0 +1,221 @@
+"""Rows of labelled pairs from a file or folder, with a column mapping that also maps label values.
+
+    pairs = read_pairs(Path("hs3.csv"), mapping={"query": "prompt", "label": "overall preference"}, labels="score")
+
+Formats: JSONL, a JSON array, CSV (a UTF-8 byte-order mark, as Excel writes it, is dropped), Parquet,
+and a folder written by `datasets`' `save_to_disk`. Column names may hold spaces. Every row is
+validated before anything is returned: a malformed row raises `InputError` naming the file and
+the row (its line in a JSONL file, its 1-based position in the other formats).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from reflectrm.core.types import PreferencePair
+from reflectrm.errors import InputError, require
+from reflectrm.eval.labels import read_label
+
+PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
+"""Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
+
+SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
+            ".jsonl.gz": "jsonl"}
+_OPTIONAL = ("id", "messages", "label", "source", "subset")
+
+Row = dict[str, Any]
+
+
+def file_kind(path: Path) -> str | None:
+    """'jsonl', 'json', 'csv', 'parquet' or 'datasets' (a saved folder); None for anything else."""
+    if path.is_dir():
+        return "datasets" if any((path / n).exists() for n in ("dataset_info.json", "dataset_dict.json",
+                                                               "state.json")) else None
+    name = path.name.lower()
+    return next((k for s, k in SUFFIXES.items() if name.endswith(s) and (s != ".json" or not name.endswith(".jsonl"))),
+                None)
+
+
+def read_rows(path: Path, *, split: str | None = None) -> Iterator[tuple[int, Row]]:
+    """(row number, row) for every row of a file or saved `datasets` folder.
+
+    Raises:
+        InputError: the path is missing, of an unknown type, or not readable as its type.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"data file {str(path)!r} does not exist: check the path")
+    kind = file_kind(path)
+    if kind is None:
+        raise InputError(f"{path.name}: unknown file type: give .jsonl, .json, .csv, .parquet or a `datasets` folder")
+    if kind == "datasets":
+        return _datasets_rows(path, split)
+    return {"jsonl": _jsonl_rows, "json": _json_rows, "csv": _csv_rows, "parquet": _parquet_rows}[kind](path)
+
+
+def read_pairs(
+    path: Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    labels: str = "auto",
+    source: str | None = None,
+    split: str | None = None,
+) -> list[PreferencePair]:
+    """Every pair of a file, validated; `source` applies to rows that give none (default: the file's stem).
+
+    Raises:
+        InputError: as `read_rows`, or the file is empty, a row is malformed, or two rows share an id.
+    """
+    path = Path(path)
+    mapping = dict(mapping or {})
+    default_source = source if source is not None else path.name.split(".")[0]
+    pairs: list[PreferencePair] = []
+    seen: dict[str, int] = {}
+    for number, row in read_rows(path, split=split):
+        try:
+            pair = PreferencePair.from_dict(record(row, mapping, labels=labels, default_source=default_source))
+        except InputError as exc:
+            raise InputError(f"{path}: row {number}: {exc}") from exc
+        if pair.id in seen:
+            raise InputError(
+                f"{path}: row {number}: id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id"
+            )
+        seen[pair.id] = number
+        pairs.append(pair)
+    if not pairs:
+        raise InputError(f"{path} holds no rows: add rows with a query, response_1 and response_2")
+    return pairs
+
+
+def parse_mapping(text: str | None) -> dict[str, str]:
+    """`"query=question,response_1=answer a"` -> {"query": "question", "response_1": "answer a"}."""
+    mapping: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        field, sep, column = (part.strip() for part in item.partition("="))
+        if not sep or not field or not column:
+            raise InputError(
+                f"--map item {item.strip()!r} is not FIELD=COLUMN: write e.g. --map query=question,response_1=a"
+            )
+        if field not in PAIR_FIELDS:
+            raise InputError(f"--map field {field!r} is unknown: map one of {', '.join(PAIR_FIELDS)}")
+        if field in mapping:
+            raise InputError(f"--map names {field!r} twice: map each field once")
+        mapping[field] = column
+    return mapping
+
+
+def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, default_source: str) -> dict[str, Any]:
+    """The pair fields of one row, named as `PreferencePair.from_dict` expects, the label read by `labels`."""
+    out: dict[str, Any] = {}
+    for field in PAIR_FIELDS:
+        column = mapping.get(field, field)
+        if column not in row:
+            if field in mapping:
+                raise InputError(f"no column {column!r} (from --map {field}={column}): fix the mapping or the file")
+            continue
+        value = _clean(row[column])
+        if value is None or (value == "" and field in _OPTIONAL):  # an empty CSV cell is a missing value
+            continue
+        out[field] = value
+    if isinstance(out.get("messages"), str):
+        try:
+            out["messages"] = json.loads(out["messages"])
+        except json.JSONDecodeError as exc:
+            raise InputError(f"'messages' is not a JSON list ({exc.msg}): give a list of {{role, content}}") from exc
+    if "label" in out:
+        label, tie = read_label(out.pop("label"), labels)
+        out["label"], out["tie"] = label, tie
+    if "id" in out and not isinstance(out["id"], str):
+        out["id"] = str(out["id"])
+    out.setdefault("source", default_source)
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """None for a missing cell (None, or NaN from a numeric column)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def _open_text(path: Path) -> Any:
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8-sig")
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
+    with _open_text(path) as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}: row {number}: not valid JSON ({exc.msg}): fix or remove the line") from exc
+            if not isinstance(row, dict):
+                raise InputError(f"{path}: row {number}: a row must be a JSON object, got {type(row).__name__}")
+            yield number, row
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int, Row]]:
+    try:
+        with _open_text(path) as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}): fix the file") from exc
+    if not isinstance(data, list):
+        raise InputError(f"{path}: a .json file must hold an array of objects, got {type(data).__name__}: "
+                         "write an array, or JSONL with one object a line")
+    for number, row in enumerate(data, 1):
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: row {number}: a row must be a JSON object, got {type(row).__name__}")
+        yield number, row
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
+    with path.open(encoding="utf-8-sig", newline="") as fh:  # utf-8-sig: Excel's byte-order mark is not a column name
+        reader = csv.DictReader(fh, strict=True)
+        try:
+            for number, row in enumerate(reader, 1):
+                if None in row:
+                    raise InputError(
+                        f"{path}: row {number}: more cells than header columns: quote cells that hold commas"
+                    )
+                if any(v is None for v in row.values()):
+                    raise InputError(f"{path}: row {number}: fewer cells than header columns: fill every column")
+                yield number, row
+        except csv.Error as exc:
+            raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc}): fix the quoting") from exc
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
+    pq = require("pyarrow.parquet", extra="store")
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError / ArrowInvalid
+        raise InputError(f"{path}: not a readable Parquet file ({exc}): export it again") from exc
+    yield from enumerate(table.to_pylist(), 1)
+
+
+def _datasets_rows(path: Path, split: str | None) -> Iterator[tuple[int, Row]]:
+    datasets = require("datasets", extra="train")
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except (OSError, ValueError, FileNotFoundError) as exc:
+        raise InputError(f"{path}: not a readable `datasets` folder ({exc}): save it with save_to_disk") from exc
+    if isinstance(loaded, datasets.DatasetDict):
+        names = list(loaded)
+        chosen = split or ("test" if "test" in names else names[0] if len(names) == 1 else None)
+        if chosen not in loaded:
+            raise InputError(f"{path} holds splits {', '.join(names)}: pick one with --split")
+        loaded = loaded[chosen]
+    yield from enumerate(loaded, 1)

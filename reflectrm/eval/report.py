@@ -1,0 +1,122 @@
+"""The report's files: report.json, report.md and a plot of accuracy against generated tokens per strategy.
+
+The plot is an SVG written here (no plotting library needed); every text in it is escaped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from html import escape
+from pathlib import Path
+from typing import Any
+
+PAPER_REFERENCE = {
+    "rewardbench": {"Qwen3-4B": 84.8, "ReflectRM-4B": 86.7, "Qwen3-8B": 85.0, "ReflectRM-8B": 89.2},
+    "rm-bench": {"Qwen3-4B": 75.4, "ReflectRM-4B": 77.7, "Qwen3-8B": 78.5, "ReflectRM-8B": 82.7},
+    "rmb": {"Qwen3-4B": 70.4, "ReflectRM-4B": 77.1, "Qwen3-8B": 73.9, "ReflectRM-8B": 73.3},
+    "ppe-preference": {"Qwen3-4B": 60.1, "ReflectRM-4B": 64.2, "Qwen3-8B": 62.9, "ReflectRM-8B": 64.0},
+    "judgebench": {"Qwen3-4B (both orders)": 49.3, "ReflectRM-4B (both orders)": 54.9,
+                   "Qwen3-8B (both orders)": 52.7, "ReflectRM-8B (both orders)": 56.3},
+}
+"""The paper's Table 1 (accuracy, %) and Table 5 (JudgeBench, right in both orders), beside a run's figures."""
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def _ci(e: Mapping[str, Any]) -> str:
+    return f"{_pct(e['value'])} [{_pct(e['low'])}, {_pct(e['high'])}] (n={e['n']})"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown tables (text from data is escaped for table cells)."""
+    lines = [f"# Evaluation: {_cell(report['benchmark'])}", ""]
+    if report.get("partial"):
+        lines += [f"**Partial copy** ({_cell(report['partial'])}): these figures are not the benchmark's score.", ""]
+    lines += [(f"Model: `{_cell(report.get('model', ''))}` revision `{_cell(report.get('model_revision', ''))}`; "
+               f"pairs x orders: {report['items']}; ties (not scored): {report['ties']}; "
+               f"skipped: {report['skipped']['count']} {_cell(report['skipped']['reasons'] or '')}"
+               f"{' from subsets ' + _cell(report['skipped']['subsets']) if report['skipped']['count'] else ''}"), ""]
+    lines += [("| strategy | accuracy % [95 % CI] | official | both orders % | flip rate % | abstained | parse fail % "
+               "| tokens / judgment | ECE |"), "|---|---|---|---|---|---|---|---|---|"]
+    for name, s in report["strategies"].items():
+        both = s.get("both_orders")
+        lines.append(f"| {_cell(name)} | {_ci(s['accuracy'])} | {_pct(s['official'].get('score'))} | "
+                     f"{_ci(both['accuracy']) if both else '-'} | {_pct(both['flip_rate']['value']) if both else '-'} | "
+                     f"{s['abstained']} | {_pct(s['parse_failure_rate'])} | {s['tokens_per_judgment']:.0f} | "
+                     f"{_pct(s['calibration'].get('ece')) if s['calibration'] else '-'} |")
+    lines += ["", "## Per subset (accuracy %, 95 % CI)", "", "| strategy | subset | accuracy |", "|---|---|---|"]
+    for name, s in report["strategies"].items():
+        lines += [f"| {_cell(name)} | {_cell(sub)} | {_ci(e)} |" for sub, e in s["subsets"].items()]
+    reference = PAPER_REFERENCE.get(str(report["benchmark"]))
+    if reference:
+        lines += ["", "## The paper's figures (%, for reference)", "", "| system | score |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in reference.items()]
+    return "\n".join(lines) + "\n"
+
+
+def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) -> str:
+    """Accuracy (with its 95 % interval) against mean generated tokens per judgment, one point per strategy."""
+    points = [(name, s["tokens_per_judgment"], s["accuracy"]) for name, s in report["strategies"].items()
+              if not math.isnan(s["accuracy"]["value"])]
+    pad = 60
+    max_x = max([p[1] for p in points] + [1.0]) * 1.1
+    sx = lambda x: pad + (width - 2 * pad - 110) * x / max_x
+    sy = lambda y: height - pad - (height - 2 * pad) * y
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+              'font-size="11">'), f'<rect width="{width}" height="{height}" fill="white"/>',
+             f'<line x1="{pad}" y1="{sy(0)}" x2="{width - pad}" y2="{sy(0)}" stroke="black"/>',
+             f'<line x1="{pad}" y1="{sy(0)}" x2="{pad}" y2="{sy(1)}" stroke="black"/>',
+             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">generated tokens per judgment</text>',
+             (f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
+              'accuracy (95 % CI)</text>'),
+             f'<text x="{width / 2}" y="20" text-anchor="middle">{escape(str(report["benchmark"]))}</text>']
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<text x="{pad - 6}" y="{sy(tick) + 4}" text-anchor="end">{tick:.2f}</text>')
+    parts.append(f'<text x="{sx(max_x)}" y="{sy(0) + 16}" text-anchor="end">{max_x:.0f}</text>')
+    placed: list[tuple[float, float]] = []
+    for name, x, acc in sorted(points, key=lambda p: -p[2]["value"]):
+        label_y = sy(acc["value"]) - 6
+        while any(abs(sx(x) - px) < 90 and abs(label_y - py) < 12 for px, py in placed):
+            label_y += 12  # strategies at matched compute sit on one spot: stack their names
+        placed.append((sx(x), label_y))
+        parts += [f'<line x1="{sx(x)}" y1="{sy(acc["low"])}" x2="{sx(x)}" y2="{sy(acc["high"])}" stroke="steelblue"/>',
+                  f'<circle cx="{sx(x)}" cy="{sy(acc["value"])}" r="4" fill="steelblue"/>',
+                  f'<text x="{sx(x) + 6}" y="{label_y}">{escape(name)} {100 * acc["value"]:.1f}</text>']
+    return "\n".join([*parts, "</svg>"]) + "\n"
+
+
+def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
+    """Write report.json, report.md and accuracy_vs_tokens.svg into `out` (created); returns the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"report.json": json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
+             "report.md": markdown(report), "accuracy_vs_tokens.svg": svg_plot(report)}
+    paths = []
+    for name, text in files.items():
+        path = out / name
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # never a half-written report
+        paths.append(path)
+    return paths
+
+
+def compare_markdown(result: Mapping[str, Any]) -> str:
+    """`reflectrm compare` as a table: per strategy and subset, both accuracies, discordant pairs, p and B - A."""
+    lines = [f"# Run {result['run_b']} against run {result['run_a']} (paired, same items)", "",
+             ("| strategy | subset | n | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, groups in result["strategies"].items():
+        for group, r in groups.items():
+            d = r["difference"]
+            lines.append(f"| {_cell(name)} | {_cell(group)} | {r['n']} | {_pct(r['accuracy_a'])} | "
+                         f"{_pct(r['accuracy_b'])} | {r['only_a']} | {r['only_b']} | {r['mcnemar_p']:.3g} | "
+                         f"{100 * d['value']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,115 @@
+"""Metrics and official aggregations against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reflectrm.eval.metrics import bootstrap, calibration, coverage_curve, mcnemar_exact, paired_bootstrap
+from reflectrm.eval.scoring import ItemResult, aggregate, build_report
+
+
+@pytest.mark.parametrize(
+    ("only_a", "only_b", "p"),
+    [
+        pytest.param(0, 0, 1.0, id="no-discordant-items"),
+        pytest.param(0, 5, 2 / 32, id="all-one-way"),  # 2 * C(5,0) / 2^5
+        pytest.param(1, 4, 2 * (1 + 5) / 32, id="one-against-four"),
+        pytest.param(3, 3, 1.0, id="balanced-capped-at-1"),  # trap: 2 * tail > 1
+        pytest.param(2, 10, 2 * (1 + 12 + 66) / 4096, id="two-against-ten"),
+    ],
+)
+def test_mcnemar_exact_matches_the_binomial_tail(only_a: int, only_b: int, p: float) -> None:
+    assert mcnemar_exact(only_a, only_b) == pytest.approx(p)
+    assert mcnemar_exact(only_b, only_a) == pytest.approx(p)  # symmetric
+
+
+def test_bootstrap_of_a_constant_has_no_width_and_of_a_mixture_brackets_the_mean() -> None:
+    assert bootstrap([1.0] * 20).to_dict() == {"value": 1.0, "low": 1.0, "high": 1.0, "n": 20}
+    est = bootstrap([1.0] * 60 + [0.0] * 40, seed=3)
+    assert est.value == 0.6 and est.low < 0.6 < est.high
+    # a binomial 95 % interval at n=100, p=0.6 is about +-0.096
+    assert 0.07 < est.high - 0.6 < 0.13 and 0.07 < 0.6 - est.low < 0.13
+    assert math.isnan(bootstrap([]).value)
+
+
+def test_paired_bootstrap_measures_b_minus_a_on_the_same_items() -> None:
+    a = [1.0, 0.0, 1.0, 0.0] * 10
+    b = [1.0, 1.0, 1.0, 0.0] * 10
+    est = paired_bootstrap(a, b)
+    assert est.value == pytest.approx(0.25) and est.low > 0
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_bootstrap([1.0], [1.0, 0.0])
+
+
+def test_calibration_buckets_and_ece_by_hand() -> None:
+    # bucket [0.2, 0.3): two items at 0.25, one right -> |0.5 - 0.25| = 0.25, weight 2/4
+    # bucket [0.9, 1.0]: two items at 0.95 and 1.0 (the top edge joins the last bucket), both right -> 0.025, w 2/4
+    buckets, ece = calibration([0.25, 0.25, 0.95, 1.0], [True, False, True, True])
+    assert [(b.low, b.n) for b in buckets] == [(0.2, 2), (0.9, 2)]
+    assert ece == pytest.approx(0.5 * 0.25 + 0.5 * 0.025)
+
+
+def test_accuracy_versus_coverage_keeps_the_most_confident() -> None:
+    curve = coverage_curve([0.9, 0.8, 0.2, 0.1], [True, True, False, False], coverages=(1.0, 0.5))
+    assert curve == [(1.0, 0.1, 0.5), (0.5, 0.8, 1.0)]
+
+
+def _item(item_id: str, correct: bool, **kw) -> ItemResult:
+    swapped = kw.pop("swapped", False)
+    label = 2 if swapped else 1  # the better response moves with the swap
+    return ItemResult(item_id=item_id, strategy=kw.pop("strategy", "reflectrm"), swapped=swapped,
+                      subset=kw.pop("subset", "s"), label=label, verdict=label if correct else 3 - label, **kw)
+
+
+def test_rewardbench_weights_subsets_inside_a_section_and_averages_sections() -> None:
+    items = ([_item(f"e{k}", k < 1, subset="mt-bench-easy") for k in range(2)]  # 0.5, weight 28
+             + [_item(f"m{k}", True, subset="mt-bench-med") for k in range(2)]  # 1.0, weight 40
+             + [_item(f"h{k}", False, subset="hep-go") for k in range(2)]  # Reasoning: 0.0
+             + [_item(f"p{k}", True, subset="math-prm") for k in range(2)])  # 1.0, weight 984 vs hep-go 164
+    result = aggregate("rewardbench", items)
+    chat = (0.5 * 28 + 1.0 * 40) / 68
+    reasoning = 984 / (984 + 164)
+    assert result["sections"] == pytest.approx({"Chat": chat, "Reasoning": reasoning})
+    assert result["score"] == pytest.approx((chat + reasoning) / 2)
+
+
+def test_best_of_n_is_right_only_when_the_best_beats_every_loser() -> None:
+    items = [_item("g1:0", True, meta={"group": "g1", "part": "bon"}, subset="bon/Helpfulness/x"),
+             _item("g1:1", False, meta={"group": "g1", "part": "bon"}, subset="bon/Helpfulness/x"),
+             _item("g2:0", True, meta={"group": "g2", "part": "bon"}, subset="bon/Helpfulness/x"),
+             _item("p1", True, meta={"part": "pairwise"}, subset="pairwise/Helpfulness/x"),
+             _item("p2", False, meta={"part": "pairwise"}, subset="pairwise/Helpfulness/x")]
+    result = aggregate("rmb", items)
+    assert result["parts"] == {"Helpfulness bon": 0.5, "Helpfulness pairwise": 0.5}
+    rb2 = aggregate("rewardbench2", [_item("a:0", True, meta={"group": "a"}), _item("a:1", True, meta={"group": "a"}),
+                                     _item("a:2", False, meta={"group": "a"}), _item("b:0", True, meta={"group": "b"})])
+    assert rb2["score"] == 0.5
+
+
+def test_rm_bench_levels_are_cell_means_and_the_total_averages_nine_cells() -> None:
+    items = []
+    for i in range(3):
+        for j in range(3):
+            level = "normal" if i == j else ("hard" if i < j else "easy")
+            items.append(_item(f"1:{i}{j}", i >= j, subset="chat", meta={"level": level, "cell": f"{i}{j}"}))
+    result = aggregate("rm-bench", items)
+    assert result["domains"]["chat"] == {"easy": 1.0, "normal": 1.0, "hard": 0.0, "total": pytest.approx(6 / 9)}
+
+
+def test_report_counts_ties_and_skips_apart_and_scores_both_orders() -> None:
+    items = [
+        _item("a", True), _item("a", True, swapped=True),  # right both ways
+        _item("b", True), _item("b", False, swapped=True),  # picked position 1 both times: a flip
+        ItemResult(item_id="t", strategy="reflectrm", swapped=False, subset="s", label=None, tie=True, verdict=1),
+        ItemResult(item_id="x", strategy="reflectrm", swapped=False, subset="long", label=1,
+                   skipped="too-long: the prompt is 9000 tokens"),
+    ]
+    report = build_report(items, benchmark="b", scoring="micro")
+    s = report["strategies"]["reflectrm"]
+    assert s["accuracy"]["value"] == 1.0 and s["accuracy"]["n"] == 2  # the tie and the skipped pair are not scored
+    assert s["both_orders"]["accuracy"]["value"] == 0.5
+    assert s["both_orders"]["flip_rate"]["value"] == 0.5
+    assert report["ties"] == 1
+    assert report["skipped"] == {"count": 1, "reasons": {"too-long": 1}, "subsets": {"long": 1}}
