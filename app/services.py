@@ -470,4 +470,4 @@ def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend
 
         torch.set_num_threads(threads)
 
-    return load_backend(model or settings.model, backend=settings.backend, device=settings.device)
+    return load_backend(model or settings.model, backend=settings.backend, device=settings.device, **settings.engine)

@@ -33,6 +33,7 @@ class AppSettings(BaseSettings):
     model: str | None = None  # Hugging Face id or local path; None = the bundled demo judge
     backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
     device: str = "auto"  # cpu, cuda, cuda:1 ...
+    engine: dict[str, Any] = {}  # vllm/openai backend options (`EngineConfig` fields, e.g. {"base_urls": [...]})
     strategy: str = "reflectrm"  # the Judge tab's default strategy
     n: int = Field(8, ge=2)  # stage-1 samples N
     seed: int = 0  # default seed: same seed, same judgment

@@ -8,7 +8,7 @@ from reflectrm.backends.base import Backend, Completion, GenerationRequest, Samp
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.errors import ConfigError
 
-BACKENDS = ("transformers",)
+BACKENDS = ("transformers", "vllm", "openai")
 
 
 def load_backend(model: str | None = None, *, backend: str = "transformers", **kw: Any) -> Backend:
@@ -16,10 +16,16 @@ def load_backend(model: str | None = None, *, backend: str = "transformers", **k
 
     Args:
         model: model id or path; None for the demo judge shipped with the package.
-        backend: "transformers".
-        **kw: passed to the backend's constructor (device, dtype, max_batch_rows, ...).
+        backend: "transformers", "vllm" or "openai" (model None: the server's only model).
+        **kw: passed to the backend's constructor (device, dtype, max_batch_rows, ...); for vllm/openai,
+            `EngineConfig` fields (base_urls, tensor_parallel_size, ...).
     """
     from reflectrm.demo import DEMO_MODEL_DIR
+
+    if backend in ("vllm", "openai"):
+        from reflectrm.backends.engine import load_engine_backend
+
+        return load_engine_backend(model, backend=backend, **kw)
 
     model = model or str(DEMO_MODEL_DIR)
     if backend == "transformers":
