@@ -35,6 +35,7 @@ _ids = itertools.count()
 
 def _import_vllm() -> Any:
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM logs every step at INFO; -v users can set INFO
     try:
         import vllm
     except ImportError as exc:
@@ -70,6 +71,8 @@ class VLLMBackend:
         """Build the engine for a local folder or Hugging Face id (`config`: dtype, parallelism, memory)."""
         vllm = _import_vllm()
         config = config or EngineConfig()
+        if config.kv_cache_gib is not None:  # the CPU build sizes its KV cache from this variable only
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(config.kv_cache_gib))))
         local = Path(model_id).expanduser()
         source = str(local) if local.is_dir() else model_id
         try:
