@@ -17,7 +17,7 @@ from reflectrm import cli as judge_cli
 from reflectrm.errors import InputError, ReflectRMError
 
 EXIT_USAGE = 2
-OPTIONAL_PARTS = {"db.cli": "ui", "app.app_cli": "ui", "reflectrm.training.cli": "train"}
+OPTIONAL_PARTS = {"db.cli": "ui", "app.app_cli": "ui", "reflectrm.training.cli": "train", "app.serve_cli": "ui"}
 
 
 def _open_store(url: str) -> Any:
