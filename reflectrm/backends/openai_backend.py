@@ -217,12 +217,12 @@ def _completion(payload: dict[str, Any], server: str, *, want_logprobs: bool) ->
                                "serve the judge with vLLM or SGLang, which return them")
         content = []
     try:
-        logprobs = tuple(float(t["logprob"]) for t in content)
+        logprobs = [float(t["logprob"]) for t in content]
     except (KeyError, TypeError, ValueError) as exc:
         raise BackendError(f"server {server} returned malformed log-probs: expected logprobs.content[].logprob") from exc
-    usage = payload.get("usage") or {}
-    num = int(usage.get("completion_tokens") or len(logprobs)) if isinstance(usage, dict) else len(logprobs)
-    if finish == "stop" and num == len(logprobs) + 1:
-        num -= 1  # the stop token is counted in usage but has no entry: not counted (Eq. 5)
-    return Completion(text, logprobs if want_logprobs else (), min(num, len(logprobs)) if logprobs else num,
-                      "length" if finish == "length" else "stop")
+    last = content[-1].get("token") if content and isinstance(content[-1], dict) else None
+    if finish == "stop" and content and (not last or not text.endswith(str(last))):
+        logprobs.pop()  # vLLM lists the stop token (<|im_end|>), absent from the text: not counted (Eq. 5)
+    usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    num = len(logprobs) if content else int(usage.get("completion_tokens") or 0)
+    return Completion(text, tuple(logprobs) if want_logprobs else (), num, "length" if finish == "length" else "stop")

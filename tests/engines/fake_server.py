@@ -12,7 +12,9 @@ from typing import Any
 def answer(body: dict[str, Any], *, logprobs: bool = True) -> dict[str, Any]:
     """A well-formed chat completion whose text names the seed, with one log-prob per word."""
     words = [f"seed{body.get('seed')}", "<Result>Response", "1", "is", "better</Result>"]
-    content = [{"token": w, "logprob": -0.1 * (k + 1), "bytes": None, "top_logprobs": []} for k, w in enumerate(words)]
+    # Like vLLM: the stop token is listed last (not in the text) and counted in usage.
+    content = [{"token": w, "logprob": -0.1 * (k + 1), "bytes": None, "top_logprobs": []}
+               for k, w in enumerate([*words, "<|im_end|>"])]
     choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": " ".join(words)},
                               "finish_reason": "stop"}
     if logprobs:
