@@ -53,6 +53,14 @@ class AppSettings(BaseSettings):
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {value!r}")
         return value
 
+    @field_validator("engine")
+    @classmethod
+    def _engine_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from reflectrm.backends.engine import EngineConfig
+
+        EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
+        return value
+
     @field_validator("auth")
     @classmethod
     def _auth_pairs(cls, value: str) -> str:

@@ -40,7 +40,9 @@ def vllm_backend():
         os.environ.setdefault(k, v)
     from reflectrm.backends import load_backend
 
-    return load_backend(None, backend="vllm", enforce_eager=True, dtype="float32")
+    backend = load_backend(None, backend="vllm", enforce_eager=True, dtype="float32")
+    yield backend
+    backend.llm.llm_engine.engine_core.shutdown()  # now, not at interpreter exit after pytest closed its streams
 
 
 def free_port() -> int:
