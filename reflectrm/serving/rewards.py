@@ -186,22 +186,38 @@ class PairwiseReward:
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Any], reference: Sequence[Any] | None = None,
                  **_: Any) -> list[float]:
-        keys: dict[str, int] = {}
-        slots: list[tuple[int, int]] = []  # (group, position) of each completion
-        group_prompts: list[Prompt] = []
-        groups: list[list[str]] = []
-        refs: list[str | None] = []
-        for k, (prompt, completion) in enumerate(zip(prompts, completions)):
-            key = repr(prompt)
-            if key not in keys:
-                keys[key] = len(groups)
-                group_prompts.append(prompt)
-                groups.append([])
-                refs.append(reference[k] if reference is not None and reference[k] else None)
-            g = keys[key]
-            slots.append((g, len(groups[g])))
-            groups[g].append(completion_text(completion))
-        rewards = group_rewards(group_prompts, groups, self.backend, judge_config=self.judge_config,
-                                config=self.config, references=refs if any(refs) else None,
-                                on_judgments=self.on_judgments)
-        return [rewards[g][i] for g, i in slots]
+        grouped = group_by_prompt(prompts, [completion_text(c) for c in completions], reference)
+        rewards = group_rewards(grouped.prompts, grouped.groups, self.backend, judge_config=self.judge_config,
+                                config=self.config, references=grouped.references, on_judgments=self.on_judgments)
+        return grouped.flatten(rewards)
+
+
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """Flat (prompt, completion) rows as groups: one per distinct prompt, and where each row went."""
+
+    prompts: list[Any]
+    groups: list[list[str]]
+    references: list[str | None] | None  # None when no group has one
+    slots: list[tuple[int, int]]  # (group, position) of each row
+
+    def flatten(self, rewards: Sequence[Sequence[float]]) -> list[float]:
+        return [rewards[g][i] for g, i in self.slots]
+
+
+def group_by_prompt(prompts: Sequence[Any], texts: Sequence[str], references: Sequence[Any] | None = None) -> Grouped:
+    """Group flat rows by equal prompt (TRL, OpenRLHF and verl all send a group's rows flat, prompt repeated)."""
+    if len(prompts) != len(texts) or (references is not None and len(references) != len(texts)):
+        raise InputError(f"{len(prompts)} prompts for {len(texts)} completions: send one prompt (and reference) per row")
+    index: dict[str, int] = {}
+    grouped = Grouped([], [], [], [])
+    for k, (prompt, text) in enumerate(zip(prompts, texts)):
+        g = index.setdefault(repr(prompt), len(grouped.groups))
+        if g == len(grouped.groups):
+            grouped.prompts.append(prompt)
+            grouped.groups.append([])
+            ref = references[k] if references is not None else None
+            grouped.references.append(str(ref) if ref not in (None, "") else None)
+        grouped.slots.append((g, len(grouped.groups[g])))
+        grouped.groups[g].append(text)
+    return grouped if any(grouped.references) else Grouped(grouped.prompts, grouped.groups, None, grouped.slots)

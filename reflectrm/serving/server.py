@@ -29,7 +29,7 @@ from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import BackendError, InputError, ReflectRMError, require
-from reflectrm.serving.rewards import RewardConfig, group_rewards, judgments_needed
+from reflectrm.serving.rewards import Grouped, RewardConfig, group_by_prompt, group_rewards, judgments_needed
 
 log = logging.getLogger(__name__)
 
@@ -114,31 +114,19 @@ class _TooLarge(InputError):
     pass
 
 
-def openrlhf_groups(payload: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str | None], list[tuple[int, int]]]:
-    """OpenRLHF's flat {"query", "prompts", "labels"} as groups: (prompts, groups, references, slot of each query)."""
+def openrlhf_groups(payload: dict[str, Any]) -> Grouped:
+    """OpenRLHF's flat {"query": [prompt + response], "prompts", "labels"?} as groups; a label is a reference."""
     queries, prompts = payload.get("query"), payload.get("prompts")
     if not isinstance(queries, list) or not isinstance(prompts, list) or len(queries) != len(prompts):
         raise InputError('send {"query": [prompt + response, ...], "prompts": [prompt, ...]} of equal length')
-    labels = payload.get("labels") or [None] * len(queries)
-    if not isinstance(labels, list) or len(labels) != len(queries):
+    if not all(isinstance(x, str) for x in [*queries, *prompts]):
+        raise InputError('"query" and "prompts" must hold strings')
+    labels = payload.get("labels")
+    if labels is not None and (not isinstance(labels, list) or len(labels) != len(queries)):
         raise InputError('"labels" must be a list as long as "query" (null or "" for no reference)')
-    index: dict[str, int] = {}
-    group_prompts: list[str] = []
-    groups: list[list[str]] = []
-    refs: list[str | None] = []
-    slots = []
-    for query, prompt, label in zip(queries, prompts, labels):
-        if not isinstance(query, str) or not isinstance(prompt, str):
-            raise InputError('"query" and "prompts" must hold strings')
-        response = query[len(prompt):] if query.startswith(prompt) else query  # OpenRLHF sends prompt + response
-        g = index.setdefault(prompt, len(group_prompts))
-        if g == len(group_prompts):
-            group_prompts.append(prompt)
-            groups.append([])
-            refs.append(str(label) if label not in (None, "") else None)
-        slots.append((g, len(groups[g])))
-        groups[g].append(response.strip())
-    return group_prompts, groups, refs, slots
+    # OpenRLHF sends the prompt and the response as one text: the response is what follows the prompt
+    responses = [(q[len(p):] if q.startswith(p) else q).strip() for q, p in zip(queries, prompts)]
+    return group_by_prompt(prompts, responses, labels)
 
 
 def _rewards_request(payload: dict[str, Any]) -> tuple[list[Any], list[list[str]], list[str | None] | None]:
@@ -207,9 +195,8 @@ def build_app(service: RewardService) -> Any:
     @app.post("/get_reward")
     def openrlhf(payload: dict[str, Any] = fastapi.Body(...)) -> Any:
         def work() -> dict[str, Any]:
-            prompts, groups, refs, slots = openrlhf_groups(payload)
-            got = service.rewards(prompts, groups, refs if any(refs) else None)
-            flat = [got[g][i] for g, i in slots]
+            grouped = openrlhf_groups(payload)
+            flat = grouped.flatten(service.rewards(grouped.prompts, grouped.groups, grouped.references))
             return {"rewards": flat, "scores": flat, "extra_logs": {}}
 
         return answer(work)

@@ -128,5 +128,19 @@ def test_a_full_queue_answers_429_at_once(start):
 
 
 def test_openrlhf_groups_split_prompt_and_response():
-    prompts, groups, refs, slots = openrlhf_groups({"query": ["U: hi A: yo", "U: hi A: hey"], "prompts": ["U: hi"] * 2})
-    assert (prompts, groups, refs, slots) == (["U: hi"], [["A: yo", "A: hey"]], [None], [(0, 0), (0, 1)])
+    g = openrlhf_groups({"query": ["U: hi A: yo", "U: hi A: hey"], "prompts": ["U: hi"] * 2})
+    assert (g.prompts, g.groups, g.references, g.slots) == (["U: hi"], [["A: yo", "A: hey"]], None, [(0, 0), (0, 1)])
+
+
+def test_trl_and_verl_clients_get_the_services_rewards(start, monkeypatch):
+    from reflectrm.serving.client import RemotePairwiseReward, verl_compute_score
+
+    url, _, _ = start(longer_wins(), token="t")
+    monkeypatch.setenv("REFLECTRM_SERVE_TOKEN", "t")
+    trl = RemotePairwiseReward(url)
+    assert trl(prompts=["q", "q", "p", "p"], completions=["a", "bb", "ccc", "d"]) == [0.0, 1.0, 1.0, 0.0]
+    infos = [{"question": "q"}, {"question": "q"}]
+    assert verl_compute_score(["src"] * 2, ["xyz", "x"], [None, None], infos, url=url) == [1.0, 0.0]
+    assert verl_compute_score(["src"] * 2, ["xyz", "x"], ["yy", "yy"], infos, url=url, use_reference=True) == [1.0, 0.0]
+    with pytest.raises(BackendError, match="HTTP 401"):
+        RemotePairwiseReward(url, token="wrong")(prompts=["q"], completions=["a"])
