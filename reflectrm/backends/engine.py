@@ -28,7 +28,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9  # share of each GPU's memory vLLM may take (weights + KV cache)
     max_model_len: int | None = None  # context length; None = the model's own (lower it when the KV cache is short)
     tensor_parallel_size: int = 1  # GPUs one model is split across (within a node)
-    data_parallel_size: int = 1  # model replicas, each on tensor_parallel_size GPUs
+    data_parallel_size: int = 1  # model replicas; > 1 runs as `vllm serve --data-parallel-size` (use --backend openai)
     enforce_eager: bool = False  # no CUDA graphs / compilation: faster start, slower decode
     kv_cache_gib: float | None = None  # KV-cache size in GiB; None = vLLM's own sizing (CPU: VLLM_CPU_KVCACHE_SPACE)
     # --- OpenAI-compatible servers --------------------------------------------------------------

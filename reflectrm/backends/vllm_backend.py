@@ -25,7 +25,7 @@ from reflectrm.backends.base import Completion, GenerationRequest, SamplingParam
 from reflectrm.backends.engine import EngineConfig, GenerationStopped
 from reflectrm.backends.transformers_backend import weights_revision
 from reflectrm.core.types import ChatMessage, messages_to_dicts
-from reflectrm.errors import BackendError, ContextLengthError, MissingDependencyError
+from reflectrm.errors import BackendError, ConfigError, ContextLengthError, MissingDependencyError
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class VLLMBackend:
         local = Path(model_id).expanduser()
         source = str(local) if local.is_dir() else model_id
         try:
-            llm = vllm.LLM(model=source, **engine_kwargs(config))
+            llm = vllm.LLM(model=source, **kwargs)
         except (RuntimeError, ValueError, OSError, MemoryError) as exc:
             raise _load_error(model_id, exc, config) from exc
         return cls(llm, model_id=model_id, model_revision=weights_revision(source))
@@ -158,7 +158,11 @@ def engine_kwargs(config: EngineConfig) -> dict[str, Any]:
         "enable_prefix_caching": True, "logprobs_mode": "raw_logprobs", "max_logprobs": 1, "seed": 0,
     }
     if config.data_parallel_size > 1:
-        kw["data_parallel_size"] = config.data_parallel_size
+        # vllm.LLM refuses data_parallel_size > 1 in one process ("may hang"); vLLM's own DP launch is a server
+        raise ConfigError(
+            f"--data-parallel-size {config.data_parallel_size} needs vLLM's own launcher: run `vllm serve MODEL "
+            f"--data-parallel-size {config.data_parallel_size}` and judge with --backend openai --base-url http://HOST:PORT/v1"
+        )
     if config.max_model_len is not None:
         kw["max_model_len"] = config.max_model_len
     if config.kv_cache_gib is not None:

@@ -41,3 +41,15 @@ def test_vllm_missing_names_the_extra(capsys):
     code = main(["judge", "--backend", "vllm", "--query", "q", "--response-1", "a", "--response-2", "b"])
     err = capsys.readouterr().err
     assert code == 2 and "reflectrm[vllm]" in err and len(err.strip().splitlines()) == 1
+
+
+def test_in_process_data_parallel_points_to_vllms_own_launch():
+    from reflectrm.backends.engine import EngineConfig
+    from reflectrm.backends.vllm_backend import engine_kwargs
+    from reflectrm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="vllm serve MODEL --data-parallel-size 2"):
+        engine_kwargs(EngineConfig(data_parallel_size=2))
+    kw = engine_kwargs(EngineConfig(tensor_parallel_size=4, kv_cache_gib=2, max_model_len=8192))
+    assert kw["enable_prefix_caching"] and kw["logprobs_mode"] == "raw_logprobs" and kw["tensor_parallel_size"] == 4
+    assert kw["kv_cache_memory_bytes"] == 2 << 30 and kw["max_model_len"] == 8192
