@@ -71,6 +71,7 @@ class VLLMBackend:
         """Build the engine for a local folder or Hugging Face id (`config`: dtype, parallelism, memory)."""
         vllm = _import_vllm()
         config = config or EngineConfig()
+        kwargs = engine_kwargs(config)  # a bad combination fails before the engine starts
         if config.kv_cache_gib is not None:  # the CPU build sizes its KV cache from this variable only
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(config.kv_cache_gib))))
         local = Path(model_id).expanduser()
