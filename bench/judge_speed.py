@@ -158,7 +158,8 @@ def matmul_bound(model_dir: str, rows: int, *, reps: int = 5) -> float:
     c = _json.loads((Path(model_dir) / "config.json").read_text())
     h, i, heads, kv, hd = (c["hidden_size"], c["intermediate_size"], c["num_attention_heads"],
                            c["num_key_value_heads"], c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
-    layer = [(heads * hd, h), (kv * hd, h), (kv * hd, h), (h, heads * hd), (i, h), (i, h), (h, i)]  # q k v o gate up down
+    # q, k, v, o, gate, up, down: (out, in)
+    layer = [(heads * hd, h), (kv * hd, h), (kv * hd, h), (h, heads * hd), (i, h), (i, h), (h, i)]
     shapes = layer * c["num_hidden_layers"] + [(c["vocab_size"], h)]
     weights = {s: torch.randn(*s) for s in set(shapes)}
     x = {n: torch.randn(rows, n) for n in {s[1] for s in shapes}}

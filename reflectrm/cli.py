@@ -73,9 +73,11 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
         found = re.search(rf"^\s+{f.name}: .*?#\s*(.+)$", source, re.M)
         doc = (found.group(1) if found else f.name).replace("%", "%%") + f" (default {f.default!r})"
         if f.name == "base_urls":
-            group.add_argument("--base-url", dest="base_urls", action="append", metavar="URL", help=doc + "; repeatable")
+            group.add_argument("--base-url", dest="base_urls", action="append", metavar="URL",
+                               help=doc + "; repeatable")
         elif hints[f.name] is bool:
-            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, action="store_true", default=None, help=doc)
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, action="store_true", default=None,
+                               help=doc)
         else:
             kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
             group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, help=doc)

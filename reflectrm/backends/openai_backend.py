@@ -57,7 +57,8 @@ class OpenAIBackend:
                  client: Any = None) -> None:
         httpx = require("httpx", extra="openai")
         if not base_urls:
-            raise ConfigError("the openai backend needs --base-url URL (e.g. http://127.0.0.1:8000/v1), once per server")
+            raise ConfigError("the openai backend needs --base-url URL (e.g. http://127.0.0.1:8000/v1), "
+                              "once per server")
         self.config = config or EngineConfig()
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
         self._httpx = httpx
@@ -159,7 +160,8 @@ class OpenAIBackend:
         try:
             resp = self._client.get(url)
         except self._httpx.HTTPError as exc:
-            raise BackendError(f"cannot reach {url} ({type(exc).__name__}): check --base-url and that the server is up") from exc
+            raise BackendError(f"cannot reach {url} ({type(exc).__name__}): "
+                               "check --base-url and that the server is up") from exc
         payload = _json(resp, self.base_urls[0])
         if resp.status_code != 200:
             raise _client_error(resp.status_code, payload, self.base_urls[0])
@@ -185,7 +187,8 @@ def _json(resp: Any, server: str) -> Any:
         payload = resp.json()
     except (json.JSONDecodeError, ValueError) as exc:
         raise BackendError(f"server {server} answered HTTP {resp.status_code} with malformed JSON "
-                           f"({resp.text[:60]!r}...): is --base-url an OpenAI-compatible API root ending in /v1?") from exc
+                           f"({resp.text[:60]!r}...): is --base-url an OpenAI-compatible API root ending in /v1?"
+                           ) from exc
     if not isinstance(payload, dict):
         raise BackendError(f"server {server} answered a JSON {type(payload).__name__}, not an object: "
                            "is --base-url an OpenAI-compatible API root?")
@@ -196,7 +199,8 @@ def _client_error(status: int, payload: dict[str, Any], server: str) -> BackendE
     err = payload.get("error")
     message = str(err.get("message", err) if isinstance(err, dict) else err or payload.get("message") or payload)[:300]
     if status == 400 and any(w in message.lower() for w in CONTEXT_WORDS):
-        return ContextLengthError(f"server {server}: {message}: shorten the query or responses, or lower max_new_tokens")
+        return ContextLengthError(f"server {server}: {message}: shorten the query or responses, "
+                                  "or lower max_new_tokens")
     if status in (401, 403):
         return BackendError(f"server {server} refused the key (HTTP {status}): set REFLECTRM_OPENAI_API_KEY")
     return BackendError(f"server {server} answered HTTP {status}: {message}")
@@ -219,7 +223,8 @@ def _completion(payload: dict[str, Any], server: str, *, want_logprobs: bool) ->
     try:
         logprobs = [float(t["logprob"]) for t in content]
     except (KeyError, TypeError, ValueError) as exc:
-        raise BackendError(f"server {server} returned malformed log-probs: expected logprobs.content[].logprob") from exc
+        raise BackendError(f"server {server} returned malformed log-probs: "
+                           "expected logprobs.content[].logprob") from exc
     last = content[-1].get("token") if content and isinstance(content[-1], dict) else None
     if finish == "stop" and content and (not last or not text.endswith(str(last))):
         logprobs.pop()  # vLLM lists the stop token (<|im_end|>), absent from the text: not counted (Eq. 5)

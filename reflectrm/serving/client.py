@@ -31,13 +31,15 @@ def remote_rewards(url: str, prompts: Sequence[Any], groups: Sequence[Sequence[s
         resp = httpx.post(f"{url.rstrip('/')}/v1/rewards", json=body, timeout=timeout_s,
                           headers={"Authorization": f"Bearer {token}"} if token else None)
     except httpx.HTTPError as exc:
-        raise BackendError(f"cannot reach the reward service at {url} ({type(exc).__name__}): is `reflectrm serve` up?") from exc
+        raise BackendError(f"cannot reach the reward service at {url} ({type(exc).__name__}): "
+                           "is `reflectrm serve` up?") from exc
     try:
         payload = resp.json()
     except ValueError as exc:
         raise BackendError(f"the reward service at {url} answered HTTP {resp.status_code} without JSON") from exc
     if resp.status_code != 200:
-        raise BackendError(f"the reward service at {url} answered HTTP {resp.status_code}: {payload.get('error', payload)}")
+        raise BackendError(f"the reward service at {url} answered HTTP {resp.status_code}: "
+                           f"{payload.get('error', payload)}")
     return payload["rewards"]
 
 

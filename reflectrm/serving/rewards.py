@@ -208,7 +208,8 @@ class Grouped:
 def group_by_prompt(prompts: Sequence[Any], texts: Sequence[str], references: Sequence[Any] | None = None) -> Grouped:
     """Group flat rows by equal prompt (TRL, OpenRLHF and verl all send a group's rows flat, prompt repeated)."""
     if len(prompts) != len(texts) or (references is not None and len(references) != len(texts)):
-        raise InputError(f"{len(prompts)} prompts for {len(texts)} completions: send one prompt (and reference) per row")
+        raise InputError(f"{len(prompts)} prompts for {len(texts)} completions: "
+                         "send one prompt (and reference) per row")
     index: dict[str, int] = {}
     grouped = Grouped([], [], [], [])
     for k, (prompt, text) in enumerate(zip(prompts, texts)):

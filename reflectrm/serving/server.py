@@ -98,7 +98,8 @@ class RewardService:
         cost = sum(judgments_needed(len(g), config=self.reward_config, reference=bool(references and references[k]))
                    for k, g in enumerate(groups))
         if cost > self.config.max_judgments:
-            raise _TooLarge(f"this request needs up to {cost} judgments, over the limit of {self.config.max_judgments}: "
+            raise _TooLarge(f"this request needs up to {cost} judgments, over the limit of "
+                            f"{self.config.max_judgments}: "
                             "send fewer groups per request, or cap opponents (--opponents)")
         return self.run(lambda: group_rewards(prompts, groups, self.backend, judge_config=self.judge_config,
                                               config=self.reward_config, references=references,
@@ -174,7 +175,8 @@ def build_app(service: RewardService) -> Any:
         try:
             return work()
         except _Busy:
-            return error(429, f"busy: {service.config.max_queue} requests already queued; retry later", **{"Retry-After": "1"})
+            return error(429, f"busy: {service.config.max_queue} requests already queued; retry later",
+                         **{"Retry-After": "1"})
         except _TooLarge as exc:
             return error(413, str(exc))
         except InputError as exc:  # ContextLengthError included

@@ -81,7 +81,8 @@ class FakeServer:
         if mode == "malformed":
             return 200, b'{"choices": [ {"message": '
         if mode == "context":
-            return 400, json.dumps({"error": {"message": "This model's maximum context length is 4096 tokens"}}).encode()
+            message = "This model's maximum context length is 4096 tokens"
+            return 400, json.dumps({"error": {"message": message}}).encode()
         return 200, json.dumps(answer(body, logprobs=mode != "no-logprobs")).encode()
 
     def close(self) -> None:

@@ -44,7 +44,8 @@ def test_one_grpo_step_with_the_demo_judge_as_reward(tiny_policy, demo_backend, 
         return rewards
 
     recorded.__name__ = reward.__name__
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": q}]} for q in ("What is 2 + 3?", "What is 7 - 4?")])
+    questions = ("What is 2 + 3?", "What is 7 - 4?")
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": q}]} for q in questions])
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=1,
                       max_completion_length=6, learning_rate=1e-3, use_cpu=True, bf16=False, report_to="none",
                       disable_tqdm=True, save_strategy="no", logging_steps=1, seed=0)
@@ -62,7 +63,8 @@ def test_one_grpo_step_with_the_demo_judge_as_reward(tiny_policy, demo_backend, 
     if completions[0] != completions[1]:
         original, swapped = seen
         assert swapped.pair.response_1 == original.pair.response_2  # the second judgment is the other order
-        first_wins = [0.5 if j.verdict is None else float(j.verdict == want) for j, want in ((original, 1), (swapped, 2))]
+        first_wins = [0.5 if j.verdict is None else float(j.verdict == want)
+                      for j, want in ((original, 1), (swapped, 2))]
         assert rewards[0] == pytest.approx(sum(first_wins) / 2)  # the reward is read off the judge's verdicts
     logged = [h for h in trainer.state.log_history if "reward" in h]
     assert logged and logged[0]["reward"] == pytest.approx(sum(rewards) / 2)

@@ -44,7 +44,8 @@ def start():
 
         recorded = []
         service = RewardService(backend, judge_config=CONFIG, reward_config=RewardConfig(),
-                                config=ServeConfig(**config), record=lambda js, swapped: recorded.append((len(js), swapped)) or list(range(len(js))))
+                                config=ServeConfig(**config),
+                                record=lambda js, swapped: recorded.append((len(js), swapped)) or list(range(len(js))))
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -101,7 +102,8 @@ def test_body_limit_token_and_backend_failure(start):
     body = {"query": "q", "response_1": "a", "response_2": "b"}
     assert httpx.post(f"{url}/v1/judge", json=body).status_code == 401
     assert httpx.post(f"{url}/v1/judge", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 401
-    big = httpx.post(f"{url}/v1/judge", json={**body, "response_1": "x" * 2000}, headers={"Authorization": "Bearer s3cret"})
+    auth = {"Authorization": "Bearer s3cret"}
+    big = httpx.post(f"{url}/v1/judge", json={**body, "response_1": "x" * 2000}, headers=auth)
     assert big.status_code == 413
     down = httpx.post(f"{url}/v1/judge", json=body, headers={"Authorization": "Bearer s3cret"})
     assert down.status_code == 503 and "cannot reach server" in down.json()["error"]
