@@ -149,7 +149,7 @@ def shaped_model(cache: Path, shape: str) -> str:
     return str(where)
 
 
-def matmul_bound(model_dir: str, rows: int, *, reps: int = 5) -> float:
+def matmul_bound(model_dir: str, rows: int, *, reps: int = 20) -> float:
     """Tokens/s if a decode step cost only the model's weight matrix products at `rows` rows (fp32, measured)."""
     import json as _json
 
