@@ -78,16 +78,17 @@ class OpenAIBackend:
         jobs = [(i, j, r.prompt, seed) for i, r in enumerate(requests) for j, seed in enumerate(r.seeds)]
         out: list[list[Completion | None]] = [[None] * len(r.seeds) for r in requests]
         workers = self.config.max_concurrency * len(self.base_urls)
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-            pending: dict[Future, tuple[int, int]] = {
-                pool.submit(self._complete, prompt, seed, params, server=k % len(self.base_urls)): (i, j)
-                for k, (i, j, prompt, seed) in enumerate(jobs)
-            }
-            try:
-                self._collect(pending, out, should_stop)
-            finally:
-                for future in pending:
-                    future.cancel()  # requests not yet sent are never sent
+        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs))), thread_name_prefix="reflectrm-http")
+        pending: dict[Future, tuple[int, int]] = {
+            pool.submit(self._complete, prompt, seed, params, server=k % len(self.base_urls)): (i, j)
+            for k, (i, j, prompt, seed) in enumerate(jobs)
+        }
+        try:
+            self._collect(pending, out, should_stop)
+        finally:
+            # On a stop or an error: requests not yet sent are never sent, and the caller does not wait for the
+            # ones in flight (their answers are dropped; each ends within timeout_s).
+            pool.shutdown(wait=not pending, cancel_futures=True)
         return [list(row) for row in out]  # type: ignore[arg-type]
 
     def check_prompt(self, prompt: Sequence[ChatMessage], *, max_new_tokens: int) -> None:
