@@ -36,6 +36,7 @@ _ids = itertools.count()
 def _import_vllm() -> Any:
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM logs every step at INFO; -v users can set INFO
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries `reflectrm judge --json`
     try:
         import vllm
     except ImportError as exc:

@@ -77,3 +77,20 @@ def test_a_prompt_over_the_context_is_one_line(vllm_backend):
     long = (ChatMessage("user", "word " * 5000),)
     with pytest.raises(ContextLengthError, match="context \\(max_model_len\\) is 4096 tokens"):
         vllm_backend.check_prompt(long, max_new_tokens=10)
+
+
+def test_judge_json_on_vllm_keeps_stdout_pure_json(tmp_path):
+    """vLLM logs to stdout by default; `reflectrm judge --json` must print one JSON object and nothing else."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "app.cli", "judge", "--backend", "vllm", "--enforce-eager", "--dtype", "float32",
+           "--query", "What is 12 + 9?", "--response-1", "12 + 9 = 21", "--response-2", "12 + 9 = 20",
+           "--n", "2", "--max-new-tokens", "64", "--json"]
+    done = subprocess.run(cmd, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["backend"] == "vllm" and len(out["rollouts"]) == 2
