@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 
+from reflectrm.cli import add_engine_flags, engine_options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `app` to the `reflectrm` parser."""
@@ -28,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "$REFLECTRM_RUNS_DIR)")
     p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
                    help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
+    add_engine_flags(p)
     p.set_defaults(func=cmd_app)
 
 
@@ -39,7 +42,11 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
                              device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
-                             runs_dir=args.runs_dir)
+                             runs_dir=args.runs_dir, engine=engine_options(args) or None)
+    if settings.generation.engine:  # REFLECTRM_ENGINE as well as the flags: a bad option fails before the model loads
+        from reflectrm.backends.engine import EngineConfig
+
+        EngineConfig.from_kwargs(dict(settings.generation.engine))
     from app.services import AppServices
     from app.ui import build_app, launch_options
 

@@ -17,7 +17,9 @@ from reflectrm import cli as judge_cli
 from reflectrm.errors import InputError
 
 EXIT_USAGE = 2
-OPTIONAL_PARTS = {"db.cli": "store", "app.app_cli": "ui", "reflectrm.training.cli": "train", "app.eval_cli": "ui"}
+OPTIONAL_PARTS = {
+    "db.cli": "store", "app.app_cli": "ui", "reflectrm.training.cli": "train", "app.eval_cli": "ui", "app.serve_cli": "ui",
+}
 
 
 def _open_store(url: str) -> Any:

@@ -19,17 +19,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from db.derivation import Mark
-from db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, SnapshotRecord, StoredJudgment
-from db.services import JudgmentStore
-from reflectrm.backends.base import Backend
-from reflectrm.core.config import JudgeConfig
-from reflectrm.core.types import Choice, Judgment, PreferencePair
-from reflectrm.audit import audit_sample, audit_stats
-from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.errors import ConfigError, InputError, ReflectRMError
-from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
-
 from app.records import (
     AuditResult,
     BatchAuditReport,
@@ -44,6 +33,16 @@ from app.records import (
 from app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
 from app.settings import AppSettings
 from app.training import TrainingService, default_runs_dir
+from db.derivation import Mark
+from db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, SnapshotRecord, StoredJudgment
+from db.services import JudgmentStore
+from reflectrm.audit import audit_sample, audit_stats
+from reflectrm.backends.base import Backend
+from reflectrm.core.config import JudgeConfig
+from reflectrm.core.types import Choice, Judgment, PreferencePair
+from reflectrm.demo import DEMO_MODEL_DIR
+from reflectrm.errors import ConfigError, InputError, ReflectRMError
+from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
 log = logging.getLogger(__name__)
 
@@ -512,7 +511,9 @@ def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend
 
         torch.set_num_threads(threads)
 
-    return load_backend(model or settings.generation.model, backend=settings.generation.backend, device=settings.generation.device)
+    generation = settings.generation
+    return load_backend(model or generation.model, backend=generation.backend, device=generation.device,
+                        **generation.engine)
 
 
 class ExportFolders:

@@ -70,10 +70,19 @@ class GenerationSettings(BaseModel):
     model: str | None = None  # Hugging Face id or local path; None = the bundled demo judge
     backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
     device: str = "auto"  # cpu, cuda, cuda:1 ...
+    engine: dict[str, Any] = {}  # vllm/openai backend options (`EngineConfig` fields, e.g. {"base_urls": [...]})
     # torch CPU threads. None: 1 for the bundled demo judge (3.3 M parameters: a second thread barely helps, and
     # on a busy 2-core machine two threads spin-wait each other into minutes per judgment), torch's default otherwise
     cpu_threads: int | None = Field(None, ge=1)
     warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from reflectrm.backends.engine import EngineConfig  # a config type: stdlib only
+
+        EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
+        return value
 
     def torch_threads(self) -> int | None:
         """The torch CPU thread count to set (None: leave torch's default)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import itertools
 import json
 import os
@@ -89,7 +90,48 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the anatomy")
     if open_store is not None:
         p.add_argument("--db", help="also store judgments in this database URL (see `reflectrm db`)")
+    add_engine_flags(p)
     p.set_defaults(func=cmd_judge, open_store=open_store)
+
+
+def add_engine_flags(p: argparse.ArgumentParser) -> None:
+    """The `--backend vllm|openai` options, derived from `EngineConfig` (its defaults and comments)."""
+    import re
+    import typing
+    from dataclasses import fields
+
+    from reflectrm.backends.engine import EngineConfig
+
+    hints = typing.get_type_hints(EngineConfig)
+    source = inspect.getsource(EngineConfig)
+    group = p.add_argument_group("engines (--backend vllm or openai)")
+    for f in fields(EngineConfig):
+        found = re.search(rf"^\s+{f.name}: .*?#\s*(.+)$", source, re.M)
+        doc = (found.group(1) if found else f.name).replace("%", "%%") + f" (default {f.default!r})"
+        if f.name == "base_urls":
+            group.add_argument("--base-url", dest="base_urls", action="append", metavar="URL",
+                               help=doc + "; repeatable")
+        elif hints[f.name] is bool:
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, action="store_true", default=None,
+                               help=doc)
+        else:
+            kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, help=doc)
+
+
+def engine_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine flags given, as `EngineConfig` fields for `load_backend` ({} unless --backend vllm/openai)."""
+    from dataclasses import fields
+
+    from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
+
+    if getattr(args, "backend", None) not in ENGINE_BACKENDS:
+        return {}
+    given = {f.name: getattr(args, f.name) for f in fields(EngineConfig) if getattr(args, f.name, None) is not None}
+    if "base_urls" in given:
+        given["base_urls"] = tuple(given["base_urls"])
+    EngineConfig(**given)  # validated now: a bad flag fails before anything loads
+    return given
 
 
 def config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -286,6 +328,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from reflectrm.backends import load_backend
 
     config = config_from_args(args)
+    engine = engine_options(args)  # validated here: a bad engine flag fails before anything loads
     if args.input is None and args.output is not None:
         raise InputError("--output needs --input FILE.jsonl")
     if args.batch_size < 1:
@@ -300,7 +343,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         if getattr(args, "db", None) is not None:  # `--db ""` is an error (the store says so), not "no store"
             store = stack.enter_context(args.open_store(args.db))
             store.check_writable()
-        backend = load_backend(args.model, backend=args.backend, device=args.device)
+        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)
         if plan is None:
             return _judge_one(args, pairs[0], backend, config, store)
         return _judge_file(args, pairs, plan, backend, config, store)

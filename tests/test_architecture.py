@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.training",),  # data recipe, rewards convention, GRPO, run folders
     ("reflectrm.demo",),  # a task domain, a reward plugin and a build tool over training, never under it
     ("reflectrm.eval",),  # benchmarks, metrics and the evaluation runner (the demo domain is one benchmark)
+    ("reflectrm.serving",),  # the judge as a reward: pairwise group rewards, the HTTP service and its clients
     ("reflectrm.cli", "reflectrm.flags", "reflectrm.training.cli"),  # the command-line shells, flags from configs
 )
 """The library's layers, lowest first. A new module belongs to the longest declared prefix of its name."""
@@ -36,9 +37,11 @@ FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
 DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
+                 "reflectrm.backends.engine",
                  "reflectrm.eval.scoring")
 """The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
-keeps evaluation items (`reflectrm.eval.scoring`'s types); nothing else (no backend, pipeline or runner)."""
+keeps evaluation items (`reflectrm.eval.scoring`'s types), validates engine options with their config type
+(`reflectrm.backends.engine.EngineConfig`); nothing else (no backend, pipeline or runner)."""
 
 
 def _imports(path: Path, *, package: str = "") -> set[str]:

@@ -9,7 +9,6 @@ from typing import Protocol, runtime_checkable
 from reflectrm.core.types import ChatMessage
 from reflectrm.errors import ConfigError
 
-
 StopCheck = Callable[[], bool]
 """`should_stop`: called often while generating (every decode step where the engine allows); True stops it."""
 

@@ -1,0 +1,72 @@
+"""`reflectrm serve`: the reward service (`reflectrm.serving.server`), with judgments stored when --db is given.
+
+    reflectrm serve --port 8000                                   # the demo judge on transformers
+    reflectrm serve --backend vllm --model /models/judge --db sqlite:///rewards.db
+    REFLECTRM_SERVE_TOKEN=secret reflectrm serve --host 0.0.0.0 --backend openai --base-url http://gpu1:8000/v1
+
+It lives in the app shell (not the library) because --db opens the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+from reflectrm.cli import add_engine_flags, engine_options
+from reflectrm.core.config import JudgeConfig
+from reflectrm.core.strategies import STRATEGIES
+from reflectrm.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `serve` to the `reflectrm` parser."""
+    p = sub.add_parser("serve", help="serve ReflectRM as an HTTP reward model for RL (TRL, OpenRLHF, verl)",
+                       description="POST /v1/judge, /v1/rewards and OpenRLHF's /get_reward; GET /health, /metrics.")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
+    p.add_argument("--backend", default="transformers", help="transformers, vllm or openai (default transformers)")
+    p.add_argument("--device", default="auto", help="transformers backend: cpu, cuda ... (default auto)")
+    p.add_argument("--db", help="store every served judgment in this database URL (shown in the app's History)")
+    p.add_argument("--token-env", default="REFLECTRM_SERVE_TOKEN",
+                   help="env var holding the bearer token POSTs must carry (unset: no token)")
+    p.add_argument("--strategy", default="reflectrm", choices=sorted(STRATEGIES), help="aggregation strategy")
+    p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="judge seed (default 0)")
+    p.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
+    p.add_argument("--opponents", type=int, help="each completion against this many random others (default: all)")
+    p.add_argument("--one-order", action="store_true", help="judge each pair in one order only (halves the cost; "
+                                                             "position bias no longer cancels)")
+    p.add_argument("--max-queue", type=int, default=8, help="requests waiting before 429 (default 8)")
+    p.add_argument("--max-judgments", type=int, default=4096, help="judgments one request may cost (default 4096)")
+    add_engine_flags(p)
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.cli import _open_store
+    from reflectrm.backends import load_backend
+    from reflectrm.serving.rewards import RewardConfig
+    from reflectrm.serving.server import RewardService, ServeConfig, serve
+
+    judge_config = JudgeConfig(strategy=args.strategy, n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                               reflection_max_new_tokens=args.max_new_tokens)
+    reward_config = RewardConfig(opponents=args.opponents, both_orders=not args.one_order, seed=args.seed)
+    token = os.environ.get(args.token_env) or None
+    if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        print(f"warning: serving on {args.host} without a token: set {args.token_env}", file=sys.stderr)
+    if args.max_queue < 0 or args.max_judgments < 1:
+        raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(_open_store(args.db)) if args.db else None
+        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine_options(args))
+        record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
+        service = RewardService(backend, judge_config=judge_config, reward_config=reward_config,
+                                config=ServeConfig(max_queue=args.max_queue, max_judgments=args.max_judgments,
+                                                   token=token), record=record)
+        print(f"ReflectRM reward service on http://{args.host}:{args.port} ({backend.name}: {backend.model_id})",
+              file=sys.stderr, flush=True)
+        serve(service, host=args.host, port=args.port)
+    return 0
