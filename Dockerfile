@@ -22,7 +22,7 @@ WORKDIR /app
 
 # Dependencies first, from the project's metadata alone (empty packages stand in for the source), so an
 # edit to the code reuses this layer instead of reinstalling torch.
-COPY pyproject.toml constraints.txt README.md ./
+COPY pyproject.toml setup.py constraints.txt README.md ./
 RUN mkdir reflectrm app db && touch reflectrm/__init__.py app/__init__.py db/__init__.py \
     && if [ "$VARIANT" = "cpu" ]; then \
          pip install --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt '.[ui,train]'; \

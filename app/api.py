@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import gradio as gr
 
-from app import views
-from app.records import JudgeResult
-from app.services import AppServices, build_pair
-from app.tabs.common import user_of
+from reflectrm_app import views
+from reflectrm_app.records import JudgeResult
+from reflectrm_app.services import AppServices, build_pair
+from reflectrm_app.tabs.common import user_of
 from reflectrm.errors import InputError, ReflectRMError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,9 +1,9 @@
-"""`reflectrm app`: serve the inspection app (a thin shell over `app.ui` and `app.services`).
+"""`reflectrm app`: serve the inspection app (a thin shell over `reflectrm_app.ui` and `reflectrm_app.services`).
 
     reflectrm app                                   # the demo judge, ./reflectrm.db, http://127.0.0.1:7860
     reflectrm app --port 8080 --db sqlite:///judgments.db --model /models/my-judge
 
-Options override the environment settings (`REFLECTRM_*`, see `app.settings.AppSettings`).
+Options override the environment settings (`REFLECTRM_*`, see `reflectrm_app.settings.AppSettings`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     for name, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_OFFLINE", "1"),
                         ("HF_HUB_DISABLE_TELEMETRY", "1")):
         os.environ.setdefault(name, value)  # before gradio is imported: no outbound connection at start
-    from app.settings import load_settings
+    from reflectrm_app.settings import load_settings
 
     settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
                              device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
@@ -47,8 +47,8 @@ def cmd_app(args: argparse.Namespace) -> int:
         from reflectrm.backends.engine import EngineConfig
 
         EngineConfig.from_kwargs(dict(settings.generation.engine))
-    from app.services import AppServices
-    from app.ui import build_app, launch_options
+    from reflectrm_app.services import AppServices
+    from reflectrm_app.ui import build_app, launch_options
 
     services = AppServices.start(settings)
     demo = build_app(services)

@@ -18,13 +18,13 @@ from reflectrm.errors import InputError
 
 EXIT_USAGE = 2
 OPTIONAL_PARTS = {
-    "db.cli": "store", "app.app_cli": "ui", "reflectrm.training.cli": "train", "app.eval_cli": "ui", "app.serve_cli": "ui",
+    "reflectrm_db.cli": "store", "reflectrm_app.app_cli": "ui", "reflectrm.training.cli": "train", "reflectrm_app.eval_cli": "ui", "reflectrm_app.serve_cli": "ui",
 }
 
 
 def _open_store(url: str) -> Any:
     try:
-        from db.services import JudgmentStore
+        from reflectrm_db.services import JudgmentStore
     except ImportError as exc:
         raise InputError("--db needs the store: install it with `pip install 'reflectrm[store]'`") from exc
     return JudgmentStore.open(url)

@@ -1,4 +1,4 @@
-"""`reflectrm eval` and `reflectrm compare`: a thin shell over `app.eval_runs.Evaluations`.
+"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.eval_runs.Evaluations`.
 
     reflectrm eval --benchmark judgebench --data ../shared/data --both-orders --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
@@ -65,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> Any:
-    from app.eval_runs import EvalRequest
-    from db.importing import parse_mapping
+    from reflectrm_app.eval_runs import EvalRequest
+    from reflectrm_db.importing import parse_mapping
 
     plan = EvalPlan(strategies=parse_strategies(args.strategies), both_orders=args.both_orders,
                     too_long=args.too_long, batch_size=args.batch_size)
@@ -80,8 +80,8 @@ def _stop_on_sigterm(stop: threading.Event) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from app.eval_runs import Evaluations
-    from db.services import JudgmentStore
+    from reflectrm_app.eval_runs import Evaluations
+    from reflectrm_db.services import JudgmentStore
     from reflectrm.backends import load_backend
     from reflectrm.eval.report import markdown, write_report
 
@@ -107,8 +107,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from app.eval_runs import Evaluations
-    from db.services import JudgmentStore
+    from reflectrm_app.eval_runs import Evaluations
+    from reflectrm_db.services import JudgmentStore
     from reflectrm.eval.report import compare_markdown
 
     with JudgmentStore.open(args.db) as store:

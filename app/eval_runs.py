@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from db.evaluation import EvalRunRecord, EvalStore
+from reflectrm_db.evaluation import EvalRunRecord, EvalStore
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError

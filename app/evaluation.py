@@ -1,7 +1,7 @@
 """The Evaluate tab's services: run an evaluation with the active judge, list runs, show a report,
 compare two runs, list the items worth a look (wrong or flipped) with their judgment ids.
 
-Thin over `app.eval_runs.Evaluations`; the tab's handlers call these and format nothing themselves.
+Thin over `reflectrm_app.eval_runs.Evaluations`; the tab's handlers call these and format nothing themselves.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.resources import Cancelled
-from app.eval_runs import EvalRequest, Evaluations
-from db.evaluation import EvalRunRecord
+from reflectrm_app.resources import Cancelled
+from reflectrm_app.eval_runs import EvalRequest, Evaluations
+from reflectrm_db.evaluation import EvalRunRecord
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS
 from reflectrm.eval.report import compare_markdown, markdown, svg_plot

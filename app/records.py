@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment, TrainingRunRecord
+from reflectrm_db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment, TrainingRunRecord
 from reflectrm.core.types import Choice, Judgment
 from reflectrm.audit import SubsetStats  # noqa: F401  (re-exported: the app's records name it)
 from reflectrm.pipeline import orders_agree

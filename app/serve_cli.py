@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from app.cli import _open_store
+    from reflectrm_app.cli import _open_store
     from reflectrm.backends import load_backend
     from reflectrm.serving.rewards import RewardConfig
     from reflectrm.serving.server import RewardService, ServeConfig, serve

@@ -1,8 +1,8 @@
 """What the app's handlers call: one `AppServices` object built at start-up, shared by every user.
 
-It owns the shared resources (the store, the model, cancel tokens, review leases: `app.resources`);
+It owns the shared resources (the store, the model, cancel tokens, review leases: `reflectrm_app.resources`);
 per-user state stays in the UI's `gr.State`. Every method handles one user action and returns
-values (`reflectrm` and `db` types, or `app.records`), never UI components.
+values (`reflectrm` and `db` types, or `reflectrm_app.records`), never UI components.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from app.records import (
+from reflectrm_app.records import (
     AuditResult,
     BatchAuditReport,
     ExampleFilter,
@@ -30,12 +30,12 @@ from app.records import (
     ReviewItem,
     contest_reason,
 )
-from app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
-from app.settings import AppSettings
-from app.training import TrainingService, default_runs_dir
-from db.derivation import Mark
-from db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, SnapshotRecord, StoredJudgment
-from db.services import JudgmentStore
+from reflectrm_app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
+from reflectrm_app.settings import AppSettings
+from reflectrm_app.training import TrainingService, default_runs_dir
+from reflectrm_db.derivation import Mark
+from reflectrm_db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, SnapshotRecord, StoredJudgment
+from reflectrm_db.services import JudgmentStore
 from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig

@@ -1,4 +1,4 @@
-"""The app's settings: the one sectioned `Settings` of `db.settings` (store, judge, generation, app).
+"""The app's settings: the one sectioned `Settings` of `reflectrm_db.settings` (store, judge, generation, app).
 
     REFLECTRM_AUTH="ana:secret,ben:hunter2"      # optional login (app section)
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db # store section
@@ -12,7 +12,7 @@ store's settings module rather than restating any field.
 
 from __future__ import annotations
 
-from db.settings import Settings, load_settings, parse_auth
+from reflectrm_db.settings import Settings, load_settings, parse_auth
 
 AppSettings = Settings
 """The name the app's modules use for the one settings object."""

@@ -28,10 +28,10 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from app.records import RunView, TrainRequest
-from app.settings import AppSettings
-from db.records import SnapshotRecord, TrainingRunRecord
-from db.services import JudgmentStore
+from reflectrm_app.records import RunView, TrainRequest
+from reflectrm_app.settings import AppSettings
+from reflectrm_db.records import SnapshotRecord, TrainingRunRecord
+from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import InputError
 from reflectrm.training import jobs
 from reflectrm.training.grpo import TIME_DECAY, TrainConfig, check_model

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 from types import MappingProxyType
 
-from app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView
-from db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
+from reflectrm_app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView
+from reflectrm_db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
 from reflectrm.training.runs import Checkpoint

@@ -98,7 +98,7 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "app", "--port", str(port)], cwd=REPO, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "app", "--port", str(port)], cwd=REPO, env=env,
                                 stdout=subprocess.DEVNULL, stderr=open(folder / "app.log", "wb"))
         try:
             _wait_http(url, proc)

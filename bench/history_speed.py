@@ -4,7 +4,7 @@
 
 Fills a new SQLite store (or `--db`) with `--judgments` judgments of the demo arithmetic pairs
 (8 short samples and 7 reflections each, from a scripted judge; every 10th pair audited in both
-orders), then times what each page's handler does, through `AppServices` and `app.views`:
+orders), then times what each page's handler does, through `AppServices` and `reflectrm_app.views`:
 
 * history: the History tab opening (the newest 200 summaries, as a table); and a search.
 * review next / review open: the Review queue's next item (flags ordered in SQL) and one item by id.
@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app import views
-from app.resources import ModelHolder
-from app.services import AppServices
-from app.settings import AppSettings
-from db.services import JudgmentStore
+from reflectrm_app import views
+from reflectrm_app.resources import ModelHolder
+from reflectrm_app.services import AppServices
+from reflectrm_app.settings import AppSettings
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.backends.base import Completion, SamplingParams
 from reflectrm.core.config import JudgeConfig

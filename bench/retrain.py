@@ -196,7 +196,7 @@ def human_marks(j: Judgment) -> dict[int, str]:
 
 def corrections_from_store(judgments: list[Judgment], out: Path) -> tuple[Path, int]:
     """Record judgments in a fresh store, correct the wrong ones, export the derived examples (hf)."""
-    from db.services import JudgmentStore
+    from reflectrm_db.services import JudgmentStore
 
     for stale in (out / "bench.db", out / "corrections_hf"):
         if stale.is_dir():

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.exc import IntegrityError  # noqa: E402
 
-from db.services import JudgmentStore  # noqa: E402
+from reflectrm_db.services import JudgmentStore  # noqa: E402
 from reflectrm.core.types import PreferencePair  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
 from tests.db.store_writer import write  # noqa: E402
@@ -49,7 +49,7 @@ from tests.db.store_writer import write  # noqa: E402
 THREADS, PROCESSES, PER_WRITER, CORRECTED = 8, 2, 15, 5
 _IMPORTER = """
 import sys
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 with JudgmentStore.open(sys.argv[1]) as store:
     print("open", flush=True)
     store.import_pairs(sys.argv[2])

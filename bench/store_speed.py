@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.backends.base import Completion, SamplingParams
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair, Task

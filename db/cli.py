@@ -1,4 +1,4 @@
-"""`reflectrm import`, `reflectrm export` and `reflectrm db ...`: a thin shell over `db.services`.
+"""`reflectrm import`, `reflectrm export` and `reflectrm db ...`: a thin shell over `reflectrm_db.services`.
 
 `reflectrm.cli` calls `register(sub)` to add these sub-commands. Every command takes `--db URL`
 (default: REFLECTRM_DATABASE_URL, else the SQLite file ./reflectrm.db).
@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES
-from db.importing import parse_mapping
+from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES
+from reflectrm_db.importing import parse_mapping
 
 if TYPE_CHECKING:
-    from db.services import JudgmentStore
+    from reflectrm_db.services import JudgmentStore
 
 DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
 
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _store(url: str | None, *, create: bool = True) -> JudgmentStore:
-    from db.services import JudgmentStore  # late: `reflectrm --help` need not load SQLAlchemy
+    from reflectrm_db.services import JudgmentStore  # late: `reflectrm --help` need not load SQLAlchemy
 
     return JudgmentStore.open(url, create=create)
 
@@ -98,10 +98,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from alembic.util.exc import CommandError
 
-    from db import schema
-    from db.engine import make_engine
-    from db.services import check_sqlite_file, reachable, sqlite_path
-    from db.settings import load_settings, normalise_url
+    from reflectrm_db import schema
+    from reflectrm_db.engine import make_engine
+    from reflectrm_db.services import check_sqlite_file, reachable, sqlite_path
+    from reflectrm_db.settings import load_settings, normalise_url
     from reflectrm.errors import ConfigError
 
     settings = load_settings().store
@@ -125,8 +125,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from db.services import load_settings
-    from db.settings import normalise_url
+    from reflectrm_db.services import load_settings
+    from reflectrm_db.settings import normalise_url
     from reflectrm.errors import InputError
 
     url = load_settings().database_url if args.db is None else normalise_url(args.db)

@@ -17,12 +17,12 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from db import models as m
-from db import training_rows
-from db.derivation import Analysis, Mark, check_correction
-from db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
-from db.repository import get_pairs, seen_pair
-from db.types import utcnow
+from reflectrm_db import models as m
+from reflectrm_db import training_rows
+from reflectrm_db.derivation import Analysis, Mark, check_correction
+from reflectrm_db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
+from reflectrm_db.repository import get_pairs, seen_pair
+from reflectrm_db.types import utcnow
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError
 import reflectrm.training.recipe as recipe

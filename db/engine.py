@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from db.settings import StoreSettings
+from reflectrm_db.settings import StoreSettings
 from reflectrm.errors import ReflectRMError
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Evaluation runs in the store: repository functions (take a session, never commit) and `EvalStore`,
 one transaction per call over a `JudgmentStore`. Running, reporting and comparing runs is the shell's
-(`app.eval_runs.Evaluations`): the store only keeps them.
+(`reflectrm_app.eval_runs.Evaluations`): the store only keeps them.
 
 A run is keyed by what decides its results (benchmark, data, subset, limit, strategies, orders,
 too-long policy, judge config, model and revision): the same command again resumes the same run and
@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from db import models as m
-from db import repository
-from db.types import utcnow
+from reflectrm_db import models as m
+from reflectrm_db import repository
+from reflectrm_db.types import utcnow
 from reflectrm.core.types import Judgment
 from reflectrm.errors import InputError
 from reflectrm.eval.scoring import Batch, ItemResult

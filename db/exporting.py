@@ -5,7 +5,7 @@ Kinds: `pairs`, `judgments`, `corrections`, `preference-examples`, `reflection-p
 conversion: `prompt` (a list of {role, content} messages, TRL's conversational format), `label` (the
 better candidate, 1 or 2) and `task` ("response" or "analysis") for the reward function
 (`reflectrm.training.rewards`), plus `origin`, `pair_id` and `example_id` for provenance. They are
-the recipe's rows (`reflectrm.training.recipe`, through `db.training_rows`): the rows of
+the recipe's rows (`reflectrm.training.recipe`, through `reflectrm_db.training_rows`): the rows of
 `reflectrm.training.data` are built by the same code, and `read_examples` reads these.
 The `hf` format writes `training` rows (for the two example kinds: just that kind's rows).
 
@@ -27,11 +27,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db import models as m
-from db.curation import get_corrections
-from db.repository import iter_judgments, pair_from_row
-from db.training_rows import example_rows, training_rows
-from db.types import dumps_json
+from reflectrm_db import models as m
+from reflectrm_db.curation import get_corrections
+from reflectrm_db.repository import iter_judgments, pair_from_row
+from reflectrm_db.training_rows import example_rows, training_rows
+from reflectrm_db.types import dumps_json
 from reflectrm.core.types import messages_to_dicts
 from reflectrm.errors import InputError, require
 

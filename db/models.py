@@ -3,7 +3,7 @@ derived training examples, dataset snapshots, training runs, and a placeholder f
 
 Rows that describe what happened (pairs, judgments, samples, reflections, example contents) are
 never updated after they are written; what people change (corrections, example states) is
-recorded with timestamps and kept. Text from models and users is `LosslessText` (see `db.types`).
+recorded with timestamps and kept. Text from models and users is `LosslessText` (see `reflectrm_db.types`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from db.types import JSONText, LosslessText, UTCDateTime, utcnow
+from reflectrm_db.types import JSONText, LosslessText, UTCDateTime, utcnow
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

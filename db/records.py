@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from db.derivation import Mark
+from reflectrm_db.derivation import Mark
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 
 ExampleKind = Literal["preference", "reflection"]
@@ -145,7 +145,7 @@ class TrainingRunRecord:
     Attributes:
         snapshot_name: the snapshot it trained on ("" when none).
         config: the `TrainConfig` as a dict.
-        status: one of `db.models.TRAINING_STATES`.
+        status: one of `reflectrm_db.models.TRAINING_STATES`.
         output_model: the newest loadable model folder (final/, else the last checkpoint); "" before any.
         metrics: the latest figures (loss, reward, mean reward, elapsed seconds).
         log_tail: the end of the worker's log, kept when the run ended.

@@ -1,6 +1,6 @@
 """Repository functions: `(session, *, ...)`, `select()`-based; they may flush, never commit.
 
-The service that handles one user action (`db.services`) owns the transaction.
+The service that handles one user action (`reflectrm_db.services`) owns the transaction.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from sqlalchemy import Text, and_, case, cast, func, literal, or_, select, updat
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
-from db import models as m
-from db.derivation import content_hash
-from db.records import REVIEW_FLAGS, JudgmentSummary, StoredJudgment, StoredPair
-from db.types import utcnow
+from reflectrm_db import models as m
+from reflectrm_db.derivation import content_hash
+from reflectrm_db.records import REVIEW_FLAGS, JudgmentSummary, StoredJudgment, StoredPair
+from reflectrm_db.types import utcnow
 from reflectrm.core.types import Judgment, ParseStatus, PreferencePair, Reflection, Rollout, Vote
 
 _IN_CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits

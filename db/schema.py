@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect
 
-from db.models import Base
+from reflectrm_db.models import Base
 from reflectrm.errors import ConfigError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"

@@ -21,12 +21,12 @@ from sqlalchemy import Engine, make_url, text
 from sqlalchemy.exc import DatabaseError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
-from db import curation, exporting, repository, schema, training
-from db.derivation import DEFAULT_MAX_PAIRS, Mark
-from db.engine import make_engine, run_transaction, session_factories
-from db.formats import check_export
-from db.importing import read_pair_file
-from db.records import (
+from reflectrm_db import curation, exporting, repository, schema, training
+from reflectrm_db.derivation import DEFAULT_MAX_PAIRS, Mark
+from reflectrm_db.engine import make_engine, run_transaction, session_factories
+from reflectrm_db.formats import check_export
+from reflectrm_db.importing import read_pair_file
+from reflectrm_db.records import (
     CorrectionRecord,
     ExampleKind,
     ExampleRecord,
@@ -37,7 +37,7 @@ from db.records import (
     StoredPair,
     TrainingRunRecord,
 )
-from db.settings import StoreSettings, load_settings, normalise_url
+from reflectrm_db.settings import StoreSettings, load_settings, normalise_url
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError
 
@@ -466,7 +466,7 @@ class JudgmentStore:
         return self._write(work)
 
     def update_training_run(self, run_id: int, **changes: Any) -> TrainingRunRecord:
-        """Change a run's status, step, figures, error, log or output model (see `db.training.UPDATABLE`)."""
+        """Change a run's status, step, figures, error, log or output model (see `reflectrm_db.training.UPDATABLE`)."""
 
         def work(s: Session) -> TrainingRunRecord:
             training.update_training_run(s, run_id=run_id, changes=changes)
@@ -495,7 +495,7 @@ class JudgmentStore:
         include_inactive: bool = False,
         snapshot: str | None = None,
     ) -> int:
-        """Write one kind of record to `out` (see `db.exporting`); returns the row count.
+        """Write one kind of record to `out` (see `reflectrm_db.exporting`); returns the row count.
 
         Args:
             include_inactive: also export excluded and withdrawn examples (they carry a `state` column).

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db import models as m
-from db.records import TrainingRunRecord
-from db.types import utcnow
+from reflectrm_db import models as m
+from reflectrm_db.records import TrainingRunRecord
+from reflectrm_db.types import utcnow
 from reflectrm.errors import InputError
 
 UPDATABLE = frozenset({"status", "step", "total_steps", "metrics", "error", "log_tail", "output_model", "config",

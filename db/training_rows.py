@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
-from db import models as m
-from db.repository import pair_from_row, seen_pair
+from reflectrm_db import models as m
+from reflectrm_db.repository import pair_from_row, seen_pair
 from reflectrm.core.types import PreferencePair
 import reflectrm.training.recipe as recipe
 from reflectrm.training.recipe import Analysis, Rendering, TrainingExample

@@ -36,7 +36,7 @@ def _start(folder: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
            "REFLECTRM_DATABASE_URL": f"sqlite:///{folder / 'shots.db'}", "REFLECTRM_MAX_NEW_TOKENS": "96",
            "REFLECTRM_AUTH": ""}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "app", "--port", str(port)], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "app", "--port", str(port)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=open(folder / "app.log", "wb"))
     url = f"http://127.0.0.1:{port}/"
     for _ in range(600):

@@ -1,6 +1,6 @@
 """`reflectrm judge`: the judging command, a thin shell over the library.
 
-The full `reflectrm` command (judge, store, app, training) is assembled in `app.cli`, the outer
+The full `reflectrm` command (judge, store, app, training) is assembled in `reflectrm_app.cli`, the outer
 shell, so that this library never imports the store or the app.
 
     reflectrm judge --query Q --response-1 A --response-2 B [--json] [--swap]

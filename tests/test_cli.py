@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from reflectrm_app.cli import main
 
 FAST = ["--max-new-tokens", "96"]
 PAIR = ["--query", "What is 47 + 38?", "--response-1", "47 + 38 = 85.", "--response-2", "The answer is 75."]
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "reflectrm_app.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])})
 
 

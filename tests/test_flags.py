@@ -136,7 +136,7 @@ def _flags_of(parser: argparse.ArgumentParser, command: str) -> set[str]:
 
 
 @pytest.mark.parametrize("command, register", [
-    ("judge", lambda sub: judge_cli.register(sub, open_store=lambda url: None)),  # as app.cli registers it
+    ("judge", lambda sub: judge_cli.register(sub, open_store=lambda url: None)),  # as reflectrm_app.cli registers it
     ("train", train_cli.register),
 ])
 def test_every_flag_the_readme_uses_exists(command, register):

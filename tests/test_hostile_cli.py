@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
-from db.services import JudgmentStore
+from reflectrm_app.cli import main
+from reflectrm_db.services import JudgmentStore
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
@@ -267,9 +267,9 @@ def test_hostile_input_is_one_line_and_changes_nothing(
 
     monkeypatch.chdir(world)  # a default ./reflectrm.db would land here, and be seen
     if args[0] == "app":
-        import app.ui
+        import reflectrm_app.ui
 
-        monkeypatch.setattr(app.ui, "build_app", lambda *a, **k: pytest.fail("the app started"))
+        monkeypatch.setattr(reflectrm_app.ui, "build_app", lambda *a, **k: pytest.fail("the app started"))
     before = snapshot(world)
     code = _exit_code(_fill(args, world))
     err = capsys.readouterr().err
@@ -292,7 +292,7 @@ def _exit_code(argv: list[str]) -> int:
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "reflectrm_app.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=300)
 
 
@@ -317,13 +317,13 @@ def test_a_real_process_prints_one_line_and_exits_2(args: list[str], expected: s
 
 def test_a_non_utf8_argument_from_the_shell_is_one_line(world: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "LC_ALL": "C.UTF-8"}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "judge", "--query", b"caf\xe9", "--response-1", "a",
+    done = subprocess.run([sys.executable, "-m", "reflectrm_app.cli", "judge", "--query", b"caf\xe9", "--response-1", "a",
                            "--response-2", "b"], capture_output=True, cwd=world, env=env, timeout=300)
     assert done.returncode == 2 and b"lone surrogate" in done.stderr and len(done.stderr.splitlines()) == 1
 
 
 def test_every_subcommand_has_hostile_cases() -> None:
-    from app.cli import build_parser
+    from reflectrm_app.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     commands = set(sub.choices)

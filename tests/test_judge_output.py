@@ -14,8 +14,8 @@ import pytest
 
 import reflectrm.backends
 import reflectrm.cli
-from app.cli import main
-from db.services import JudgmentStore
+from reflectrm_app.cli import main
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from tests.db.helpers import scripted_output
 

@@ -84,7 +84,7 @@ def test_the_store_extra_provides_every_module_the_store_imports_at_load_time():
             continue
         for module in _top_level_imports(path):
             top = module.split(".")[0]
-            if top in sys.stdlib_module_names or top in ("db", "reflectrm", "app", "__future__"):
+            if top in sys.stdlib_module_names or top in ("reflectrm_db", "reflectrm", "reflectrm_app", "__future__"):
                 continue
             if not {canonicalize_name(d) for d in dists.get(top, [top])} & provided:
                 missing.add(f"{path.name}: {module}")
@@ -124,7 +124,7 @@ def test_dockerfile_has_one_python_a_non_root_user_and_installs_dependencies_bef
     steps = DOCKERFILE.splitlines()
     deps = next(i for i, s in enumerate(steps) if "-c constraints.txt" in s)
     source = steps.index("COPY . .")
-    assert steps.index("COPY pyproject.toml constraints.txt README.md ./") < deps < source
+    assert steps.index("COPY pyproject.toml setup.py constraints.txt README.md ./") < deps < source
     assert re.search(r"^USER (?!root)\w+", DOCKERFILE, re.M)
     assert all("-c constraints.txt" in s for s in steps if re.search(r"pip install (?!--no-deps)", s))
 
@@ -140,3 +140,20 @@ def test_ci_and_readme_install_with_the_constraints():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for text in (ci, readme):
         assert re.search(r"pip install (-q )?-c constraints\.txt -e '\.\[ui,train,dev\]'", text)
+
+
+def test_app_and_db_install_under_names_that_cannot_collide():
+    # `pip install reflectrm` must not put top-level `app` or `db` packages into site-packages, where any other
+    # project's `app` or `db` would shadow them (or be shadowed): the folders install as reflectrm_app/_db.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reflectrm_setup", ROOT / "setup.py")
+    source = (ROOT / "setup.py").read_text(encoding="utf-8")
+    assert "setup(" in source
+    namespace: dict = {"__name__": "reflectrm_setup"}
+    exec(compile(source.replace("setup(packages=packages(), package_dir=RENAMED)", ""), str(spec.origin), "exec"),
+         namespace)
+    packages = namespace["packages"]()
+    assert {p.split(".")[0] for p in packages} == {"reflectrm", "reflectrm_app", "reflectrm_db"}
+    assert "reflectrm_app.tabs" in packages and "reflectrm.eval" in packages  # subpackages follow their folders
+    assert namespace["RENAMED"] == {"reflectrm_app": "app", "reflectrm_db": "db"}

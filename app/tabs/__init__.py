@@ -1,1 +1,1 @@
-"""One module per tab of the workbench; `app.ui` assembles them from `app.tabs.TABS`."""
+"""One module per tab of the workbench; `reflectrm_app.ui` assembles them from `reflectrm_app.tabs.TABS`."""

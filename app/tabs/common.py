@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 
 from reflectrm.pipeline import Progress, ProgressCallback, Stage
-from app.services import AppServices
+from reflectrm_app.services import AppServices
 from reflectrm.errors import InputError
 
 LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only

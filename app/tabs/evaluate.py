@@ -5,7 +5,7 @@ items in the Judge view.
     with gr.Tab("Evaluate"):
         evaluate.build(services, open_in_judge=hook)   # hook(button, judgment_id_box) wires the Judge view
 
-`TAB` puts it in the workbench (`app.ui.TABS`), its drill-down wired into the Judge tab.
+`TAB` puts it in the workbench (`reflectrm_app.ui.TABS`), its drill-down wired into the Judge tab.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import gradio as gr
 
-from app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService
-from app.tabs import judge as judge_tab
-from app.tabs.common import TabSpec, Workbench, judgment_number, unchanged
+from reflectrm_app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService
+from reflectrm_app.tabs import judge as judge_tab
+from reflectrm_app.tabs.common import TabSpec, Workbench, judgment_number, unchanged
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.eval.runner import DEFAULT_STRATEGIES
 

@@ -1,6 +1,6 @@
 """The Review queue: the judgments most worth a look, one at a time; correct, edit or withdraw by keyboard.
 
-Keys (see `app.ui.KEYBOARD_JS`): 1 / 2 save a verdict (pressing the same key again confirms one that
+Keys (see `reflectrm_app.ui.KEYBOARD_JS`): 1 / 2 save a verdict (pressing the same key again confirms one that
 contradicts what is known), n moves on, s skips (the item stays away for this session).
 """
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import gradio as gr
 
-from app import views
-from app.records import JudgeResult, ReviewItem
-from app.services import NeedsConfirmation, parse_marks
-from app.tabs.common import TabSpec, Workbench, judgment_number, session_key, unchanged, user_of
+from reflectrm_app import views
+from reflectrm_app.records import JudgeResult, ReviewItem
+from reflectrm_app.services import NeedsConfirmation, parse_marks
+from reflectrm_app.tabs.common import TabSpec, Workbench, judgment_number, session_key, unchanged, user_of
 from reflectrm.errors import InputError, ReflectRMError
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import gradio as gr
 
-from app import views
-from app.records import TrainRequest
-from app.tabs.common import TabSpec, Workbench, unchanged, whole
+from reflectrm_app import views
+from reflectrm_app.records import TrainRequest
+from reflectrm_app.tabs.common import TabSpec, Workbench, unchanged, whole
 from reflectrm.errors import ReflectRMError
 
 

@@ -1,4 +1,4 @@
-"""Alembic environment: run by `db.schema` (no alembic.ini: the config is built in code).
+"""Alembic environment: run by `reflectrm_db.schema` (no alembic.ini: the config is built in code).
 
 `config.attributes["connection"]` is the connection to migrate; the offline mode is not supported.
 """
@@ -10,14 +10,14 @@ from typing import Any
 from alembic import context
 from sqlalchemy.types import TypeDecorator
 
-from db.models import Base
+from reflectrm_db.models import Base
 
 config = context.config
 
 
 def render_item(kind: str, obj: Any, autogen_context: Any) -> str | bool:
     """Render the store's Python-side column types as their database type, so a migration never
-    imports `db.types` (its behaviour may change; a migration must not)."""
+    imports `reflectrm_db.types` (its behaviour may change; a migration must not)."""
     if kind == "type" and isinstance(obj, TypeDecorator):
         return f"sa.{obj.impl!r}"
     return False

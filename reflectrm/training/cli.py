@@ -5,7 +5,7 @@
     reflectrm train --data data/demo-1a2b3c4d5e6f --model PATH --output runs/r1 [--max-steps N] [--lora]
     reflectrm train-status runs/r1 [--json]
 
-`app.cli` adds these to the `reflectrm` command. Under `accelerate launch` (several GPUs or nodes),
+`reflectrm_app.cli` adds these to the `reflectrm` command. Under `accelerate launch` (several GPUs or nodes),
 run this module: `accelerate launch --config_file CFG -m reflectrm.training.cli train ...`.
 """
 

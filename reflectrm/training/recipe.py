@@ -5,7 +5,7 @@ call the same functions with different arguments:
 
 * the benchmark path (`reflectrm.training.data`): the verdict is the pair's label, no marks, one
   reflection pair per mixed-outcome item (`max_pairs=1`, the paper's recipe);
-* the correction path (`db.curation`): the verdict is a person's, marks override the rule below,
+* the correction path (`reflectrm_db.curation`): the verdict is a person's, marks override the rule below,
   up to the correction's `max_pairs` pairs.
 
 An analysis is *right* when marked right, or, unmarked, when its prediction equals the verdict;

@@ -54,7 +54,7 @@ def wait_ready(url: str, proc: subprocess.Popen, *, timeout_s: float = 90.0) -> 
 def running_app(db_url: str, *, log: Path, port: int | None = None, **env: str) -> Iterator[str]:
     """Start `reflectrm app` on a free port; yields its URL; stops it afterwards."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "reflectrm_app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=app_env(db_url, **env), stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"

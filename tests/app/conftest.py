@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.resources import ModelHolder
-from app.services import AppServices
-from app.settings import AppSettings
-from db.services import JudgmentStore
+from reflectrm_app.resources import ModelHolder
+from reflectrm_app.services import AppServices
+from reflectrm_app.settings import AppSettings
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.backends.base import Completion, SamplingParams
 from reflectrm.core.types import PreferencePair

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-from db.services import JudgmentStore  # noqa: E402
+from reflectrm_db.services import JudgmentStore  # noqa: E402
 from reflectrm.backends import ScriptedBackend  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
 from reflectrm.demo.tasks import make_pairs  # noqa: E402

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.records import ExampleFilter, Mix
-from app.resources import Cancelled, ModelHolder, ReviewLeases, warm_up_generation
-from app.services import AppServices, build_pair, parse_ids, parse_marks
+from reflectrm_app.records import ExampleFilter, Mix
+from reflectrm_app.resources import Cancelled, ModelHolder, ReviewLeases, warm_up_generation
+from reflectrm_app.services import AppServices, build_pair, parse_ids, parse_marks
 from reflectrm.audit import audit_stats
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from app.records import RunView, TrainRequest
-from app.resources import ModelHolder
-from app.services import AppServices
-from app.training import default_runs_dir, slug, train_config
-from app.settings import AppSettings
+from reflectrm_app.records import RunView, TrainRequest
+from reflectrm_app.resources import ModelHolder
+from reflectrm_app.services import AppServices
+from reflectrm_app.training import default_runs_dir, slug, train_config
+from reflectrm_app.settings import AppSettings
 from reflectrm.backends import ScriptedBackend
 from reflectrm.demo import DEMO_MODEL_DIR
 from reflectrm.demo.tasks import make_pairs

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.services import AppServices
-from app.training import DATA_FOLDER
+from reflectrm_app.services import AppServices
+from reflectrm_app.training import DATA_FOLDER
 from reflectrm.core import prompts
 from reflectrm.demo.tasks import make_pairs
 from reflectrm.training.data import read_examples, snapshot_hash

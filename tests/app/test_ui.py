@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from app.cli import build_parser
-from app.services import AppServices
-from app.ui import build_app
+from reflectrm_app.cli import build_parser
+from reflectrm_app.services import AppServices
+from reflectrm_app.ui import build_app
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -55,7 +55,7 @@ def test_no_module_level_mutable_state() -> None:
 
 def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
     # a tab is a module (app/tabs/<id>.py); the assembly is a list; no builder of hundreds of lines
-    from app.ui import TABS
+    from reflectrm_app.ui import TABS
 
     assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train", "evaluate"]
     assert all((APP / "tabs" / f"{t.id}.py").exists() for t in TABS)

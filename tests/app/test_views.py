@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from app.services import AppServices
-from app.settings import load_settings, parse_auth
-from app.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
+from reflectrm_app.services import AppServices
+from reflectrm_app.settings import load_settings, parse_auth
+from reflectrm_app.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import ConfigError
 
@@ -147,7 +147,7 @@ def test_torch_threads(fields: dict, threads: int | None) -> None:
 def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:
     from reflectrm.core.types import Judgment, ParseStatus, Rollout
 
-    from app.views import anchor_reason
+    from reflectrm_app.views import anchor_reason
 
     rollouts = tuple(Rollout(index=k, text="t", analysis=f"a{k}", prediction=1, status=ParseStatus.OK,
                              confidence=c, num_tokens=3) for k, c in enumerate([-0.1, -0.1, -0.5, -0.1]))
@@ -164,8 +164,8 @@ def _run_view(state: str, **progress: object):
     from datetime import datetime, timezone
     from pathlib import Path
 
-    from app.records import RunView
-    from db.records import TrainingRunRecord
+    from reflectrm_app.records import RunView
+    from reflectrm_db.records import TrainingRunRecord
     from reflectrm.training.runs import RunProgress
 
     now = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -196,14 +196,14 @@ def _run_view(state: str, **progress: object):
     ],
 )
 def test_train_status_line(state: str, progress: dict, expected: str) -> None:
-    from app.views import train_status_line
+    from reflectrm_app.views import train_status_line
 
     assert train_status_line(_run_view(state, **progress)) == expected
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_completions_are_shown_verbatim_as_table_text_newest_first(text: str) -> None:
-    from app.views import completions_frame, curve_frame
+    from reflectrm_app.views import completions_frame, curve_frame
 
     frame = completions_frame([{"step": 1, "task": "response", "label": 1, "reward": 1.0, "text": "old"},
                                {"step": 2, "task": "analysis", "label": 2, "reward": 0.0, "text": text}])

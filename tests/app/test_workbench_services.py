@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services import MAX_INPUT_CHARS, AppServices, NeedsConfirmation, build_pair
+from reflectrm_app.services import MAX_INPUT_CHARS, AppServices, NeedsConfirmation, build_pair
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
 
@@ -73,7 +73,7 @@ def _judgment(predictions: list[int | None], *, label: int | None = None, strate
     ],
 )
 def test_contest_reason(predictions: list, label: int | None, verdict: int, reason: str) -> None:
-    from app.records import contest_reason
+    from reflectrm_app.records import contest_reason
 
     assert contest_reason(_judgment(predictions, label=label), verdict) == reason
 
@@ -162,8 +162,8 @@ def test_the_app_refuses_an_oversized_pair_before_tokenising() -> None:
 def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(strategy: str) -> None:
     from dataclasses import replace
 
-    from app import views
-    from app.records import JudgeResult
+    from reflectrm_app import views
+    from reflectrm_app.records import JudgeResult
     from reflectrm.core.types import Reflection
 
     j = _judgment([1, 2, 1], strategy=strategy)
@@ -177,7 +177,7 @@ def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(stra
 
 
 def test_the_confidence_plot_shows_what_the_cards_show() -> None:
-    from app import views
+    from reflectrm_app import views
 
     frame = views.confidence_frame(_judgment([1, 2, 1]))  # confidences -0.1 (anchor), -0.2, -0.3
     tallest = frame.loc[frame["shown"].idxmax()]
@@ -186,8 +186,8 @@ def test_the_confidence_plot_shows_what_the_cards_show() -> None:
 
 
 def test_the_curate_table_says_which_label_is_which() -> None:
-    from app import views
-    from app.records import ExampleRow
+    from reflectrm_app import views
+    from reflectrm_app.records import ExampleRow
 
     row = ExampleRow(kind="reflection", id=1, state="active", source="s", subset="", query="q", response_1="a",
                      response_2="b", label=2, judge_verdict=1, human_verdict=2, critique_1="x" * 500,
@@ -201,7 +201,7 @@ def test_the_curate_table_says_which_label_is_which() -> None:
 def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> None:
     from datetime import date, timedelta
 
-    from app.records import ExampleFilter
+    from reflectrm_app.records import ExampleFilter
 
     services.add_demo_pairs(3)
     for _, p in services.pairs("demo-arith"):

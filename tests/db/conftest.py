@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from db import schema
-from db.engine import make_engine
-from db.services import JudgmentStore
+from reflectrm_db import schema
+from reflectrm_db.engine import make_engine
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair

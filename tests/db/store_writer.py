@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair

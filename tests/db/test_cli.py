@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from db.schema import head_revision
-from db.services import JudgmentStore
+from reflectrm_app.cli import main
+from reflectrm_db.schema import head_revision
+from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import Judgment
 from tests.db.helpers import scripted_output
 
@@ -144,7 +144,7 @@ def test_judge_with_db_stores_what_it_prints(
 def test_building_the_parser_loads_no_database_library() -> None:
     # `reflectrm --help` and `reflectrm judge` should not pay for SQLAlchemy or pyarrow.
     code = (
-        "import sys, app.cli; app.cli.build_parser(); print([m for m in ('sqlalchemy', 'pyarrow') if m in sys.modules])"
+        "import sys, reflectrm_app.cli; reflectrm_app.cli.build_parser(); print([m for m in ('sqlalchemy', 'pyarrow') if m in sys.modules])"
     )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from db.derivation import Analysis, derive_reflection_pairs
-from db.services import JudgmentStore
+from reflectrm_db.derivation import Analysis, derive_reflection_pairs
+from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.pipeline import judge
@@ -155,7 +155,7 @@ def test_history_keeps_every_earlier_version(corrected_judgment: tuple[JudgmentS
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from db import models as m
+    from reflectrm_db import models as m
 
     with Session(store.engine) as s:
         history = s.scalar(select(m.Correction.history))

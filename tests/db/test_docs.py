@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from db.formats import EXPORT_KINDS, IMPORT_FIELDS
-from db.models import Base
-from db.services import JudgmentStore
-from db.settings import StoreSettings
+from reflectrm_db.formats import EXPORT_KINDS, IMPORT_FIELDS
+from reflectrm_db.models import Base
+from reflectrm_db.services import JudgmentStore
+from reflectrm_db.settings import StoreSettings
 
 README = (Path(__file__).resolve().parents[2] / "db" / "README.md").read_text(encoding="utf-8")
 SERVICES = [n for n, f in inspect.getmembers(JudgmentStore) if callable(f) and not n.startswith("_")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.eval_runs import EvalRequest, Evaluations
-from db.services import JudgmentStore
+from reflectrm_app.eval_runs import EvalRequest, Evaluations
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.eval.runner import EvalPlan
 from tests.eval.test_runner import CONFIG, _truthful

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from db import models as m
-from db import schema
-from db.services import JudgmentStore
+from reflectrm_db import models as m
+from reflectrm_db import schema
+from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import ConfigError, InputError
 from tests.db.helpers import JudgeFn, make_pairs
 

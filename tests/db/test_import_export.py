@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from db.importing import parse_mapping, read_pair_file
-from db.services import JudgmentStore
+from reflectrm_db.importing import parse_mapping, read_pair_file
+from reflectrm_db.services import JudgmentStore
 from reflectrm.core.prompts import reflection_prompt, response_prompt
 from reflectrm.core.types import Judgment, PreferencePair, messages_to_dicts
 from reflectrm.errors import InputError

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import ParseStatus, PreferencePair, Rollout
 from reflectrm.errors import InputError
 from reflectrm.pipeline import rejudge

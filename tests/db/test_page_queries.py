@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import PreferencePair
 from tests.db.helpers import JudgeFn, make_pairs
 

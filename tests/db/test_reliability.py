@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from db import models as m
-from db.engine import run_transaction, session_factories
-from db.services import JudgmentStore
-from db.settings import StoreSettings
+from reflectrm_db import models as m
+from reflectrm_db.engine import run_transaction, session_factories
+from reflectrm_db.services import JudgmentStore
+from reflectrm_db.settings import StoreSettings
 from tests.db.store_writer import big_pair, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def _spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[st
 def test_eight_threads_and_two_processes_write_one_sqlite_file(
     sqlite_url: str, busy_timeout_s: float, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="db.engine")
+    caplog.set_level(logging.INFO, logger="reflectrm_db.engine")
     env = {"REFLECTRM_SQLITE_BUSY_TIMEOUT_S": str(busy_timeout_s)}
     processes = [_spawn(sqlite_url, f"proc{k}", str(PER_WRITER), str(CORRECTED), env=env) for k in range(PROCESSES)]
     for p in processes:  # every process is up before anyone writes, so they all overlap
@@ -138,7 +138,7 @@ def test_a_write_waits_out_a_lock_held_longer_than_the_busy_timeout(sqlite_url: 
 
 
 def test_the_retry_gives_up_with_a_clear_error(sqlite_url: str) -> None:
-    from db.engine import DatabaseBusyError, make_engine
+    from reflectrm_db.engine import DatabaseBusyError, make_engine
 
     path = sqlite_url.removeprefix("sqlite:///")
     engine = make_engine(sqlite_url, StoreSettings(database_url=sqlite_url, sqlite_busy_timeout_s=0.01))

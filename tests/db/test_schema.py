@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
-from db import schema
-from db.engine import make_engine
-from db.models import Base
-from db.services import JudgmentStore, load_settings
-from db.settings import normalise_url
+from reflectrm_db import schema
+from reflectrm_db.engine import make_engine
+from reflectrm_db.models import Base
+from reflectrm_db.services import JudgmentStore, load_settings
+from reflectrm_db.settings import normalise_url
 from reflectrm.errors import ConfigError
 
 
@@ -126,7 +126,7 @@ def test_open_names_a_database_it_cannot_reach(url: str) -> None:
 def test_db_upgrade_refuses_a_revision_from_a_newer_version(
     sqlite_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.cli import main
+    from reflectrm_app.cli import main
 
     engine = make_engine(sqlite_url)
     with engine.begin() as c:

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import pytest
 
-from db.settings import SECTIONS, SHORT_NAMES, Settings, load_settings
+from reflectrm_db.settings import SECTIONS, SHORT_NAMES, Settings, load_settings
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ConfigError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 from reflectrm.core import prompts
 from reflectrm.core.types import PreferencePair
 from reflectrm.pipeline import judge

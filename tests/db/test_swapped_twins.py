@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from db import schema
-from db.engine import make_engine
-from db.services import JudgmentStore
+from reflectrm_db import schema
+from reflectrm_db.engine import make_engine
+from reflectrm_db.services import JudgmentStore
 from tests.db.helpers import JudgeFn, make_pairs
 
 

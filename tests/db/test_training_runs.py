@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from db.services import JudgmentStore
+from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import InputError
 
 

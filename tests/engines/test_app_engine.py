@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import load_settings
+from reflectrm_app.settings import load_settings
 from reflectrm.core import PreferencePair
 from reflectrm.errors import ConfigError
 from tests.engines.fake_server import FakeServer
 
 
 def test_the_app_judges_through_an_openai_server(tmp_path):
-    from app.services import AppServices
+    from reflectrm_app.services import AppServices
 
     server = FakeServer()
     try:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from reflectrm_app.cli import main
 from tests.engines.fake_server import FakeServer
 
 

@@ -85,7 +85,7 @@ def test_judge_json_on_vllm_keeps_stdout_pure_json(tmp_path):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "app.cli", "judge", "--backend", "vllm", "--enforce-eager", "--dtype", "float32",
+    cmd = [sys.executable, "-m", "reflectrm_app.cli", "judge", "--backend", "vllm", "--enforce-eager", "--dtype", "float32",
            "--query", "What is 12 + 9?", "--response-1", "12 + 9 = 21", "--response-2", "12 + 9 = 20",
            "--n", "2", "--max-new-tokens", "64", "--json"]
     done = subprocess.run(cmd, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, capture_output=True, text=True,

@@ -40,7 +40,7 @@ def test_full_anatomy_and_greedy_verdicts_through_the_server(vllm_server, demo_b
 
 
 def _judge_cli(vllm_server, pairs_file, out_file):
-    cmd = [sys.executable, "-m", "app.cli", "judge", "--backend", "openai", "--base-url", vllm_server.url,
+    cmd = [sys.executable, "-m", "reflectrm_app.cli", "judge", "--backend", "openai", "--base-url", vllm_server.url,
            "--input", str(pairs_file), "--output", str(out_file), "--batch-size", "1", "--n", "4",
            "--max-new-tokens", "80", "--max-retries", "1"]
     return subprocess.Popen(cmd, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

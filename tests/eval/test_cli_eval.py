@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from reflectrm_app.cli import main
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from app.eval_runs import Evaluations
-from db.services import JudgmentStore
+from reflectrm_app.eval_runs import Evaluations
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.scripted import ScriptedBackend
 from tests.app.browser import launch_chromium, running_app
 from tests.eval.test_runner import CONFIG, _first, _pairs_file, _request, _truthful

@@ -132,8 +132,8 @@ def test_bad_files_are_named_with_the_fix(tmp_path: Path, name: str, content: st
 
 
 def test_reflectrm_import_stores_ties_and_reads_them_back(tmp_path: Path, capsys) -> None:
-    from app.cli import main
-    from db.services import JudgmentStore
+    from reflectrm_app.cli import main
+    from reflectrm_db.services import JudgmentStore
 
     data = _write(tmp_path / "arena.csv", ROWS)
     url = f"sqlite:///{tmp_path / 's.db'}"

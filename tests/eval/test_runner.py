@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.eval_runs import EvalRequest, Evaluations
-from db.services import JudgmentStore
+from reflectrm_app.eval_runs import EvalRequest, Evaluations
+from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ContextLengthError

@@ -21,12 +21,12 @@ def free_port() -> int:
 
 
 def test_serve_stores_what_it_told_the_policy(tmp_path):
-    from db.services import JudgmentStore
+    from reflectrm_db.services import JudgmentStore
 
     db = f"sqlite:///{tmp_path / 'rewards.db'}"
     port = free_port()
     env = {**os.environ, "REFLECTRM_SERVE_TOKEN": "tok", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--db", db, "--n", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "serve", "--port", str(port), "--db", db, "--n", "2",
                              "--max-new-tokens", "64", "--device", "cpu"], env=env, stderr=subprocess.PIPE, text=True)
     url, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer tok"}
     try:

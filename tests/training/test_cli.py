@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.cli import main
+from reflectrm_app.cli import main
 from reflectrm.training.runs import RunFiles
 from tests.training.test_data import ALL_WRONG, EASY, MIXED, judged, pairs_for
 

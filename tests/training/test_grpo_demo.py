@@ -80,7 +80,7 @@ def test_three_grpo_steps_change_the_weights_and_leave_a_checkpoint_judge_loads(
     assert (p.state, p.step, p.total_steps) == ("completed", 3, 3)
     assert [(c.step, c.final) for c in p.checkpoints] == [(3, False), (3, True)]
 
-    from app.cli import main
+    from reflectrm_app.cli import main
     from reflectrm.backends import load_backend
 
     checkpoint = run / "checkpoint-3"
