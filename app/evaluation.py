@@ -34,6 +34,15 @@ class RunView:
     plot_svg: str
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointComparison:
+    """A checkpoint evaluated against the active judge: the two stored runs and their paired comparison."""
+
+    judge_run: int
+    checkpoint_run: int
+    markdown: str
+
+
 class EvaluationService:
     """One per app (shares the app's store, model and generation lock)."""
 
@@ -69,6 +78,25 @@ class EvaluationService:
                                   progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
         except Cancelled:
             return self.evals.runs(limit=1)[0]
+
+    def checkpoint_against_judge(self, checkpoint: str, *, benchmark: str = "demo", limit: int | None = 50,
+                                 cancel: threading.Event,
+                                 progress: Callable[[int, int], None] | None = None) -> CheckpointComparison:
+        """Evaluate the active judge and `checkpoint` on the same pairs (reflectrm and greedy), then compare them.
+
+        Both runs are stored (and resume) like any other; the comparison is paired per item (McNemar exact and
+        a paired bootstrap of checkpoint - judge), so "the checkpoint is better" is a tested claim.
+        """
+        request = self.request(benchmark, limit=limit, strategies=("reflectrm", "greedy"))
+        config = self.services.settings.judge_config()
+        judge_run = self.run(request, cancel=cancel, progress=progress)
+        if cancel.is_set():
+            raise Cancelled("stopped: the active judge's run is kept and resumes on the next try")
+        backend = self.services.model_backend(checkpoint, cancel)
+        checkpoint_run = self.evals.run(request, backend=backend, config=config, should_stop=cancel.is_set,
+                                        progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
+        comparison = compare_markdown(self.evals.compare(judge_run.id, checkpoint_run.id))
+        return CheckpointComparison(judge_run=judge_run.id, checkpoint_run=checkpoint_run.id, markdown=comparison)
 
     def runs_table(self) -> list[list[Any]]:
         return [[r.id, r.benchmark, r.status, r.items_done, r.items_total, r.model,

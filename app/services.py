@@ -187,6 +187,10 @@ class AppServices:
     def _backend(self, cancel: threading.Event | None = None) -> GuardedBackend:
         return GuardedBackend(self.model.get(), self._generation_lock, cancel)
 
+    def model_backend(self, model: str, cancel: threading.Event | None = None) -> GuardedBackend:
+        """Another model (a checkpoint) on the app's backend settings, sharing its generation lock and Stop."""
+        return GuardedBackend(_load_backend(self.settings, model=model), self._generation_lock, cancel)
+
     # --- data sets ---------------------------------------------------------------------------------------
 
     def sources(self) -> list[str]:

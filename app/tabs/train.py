@@ -1,4 +1,5 @@
-"""The Train tab: GRPO runs on a snapshot, watched live (loss, reward, completions, log); use a checkpoint."""
+"""The Train tab: GRPO runs on a snapshot, watched live (loss, reward, completions, log); use a checkpoint as
+the judge, or evaluate it against the active judge first (two stored runs, compared item by item)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import gradio as gr
 
 from reflectrm_app import views
 from reflectrm_app.records import TrainRequest
-from reflectrm_app.tabs.common import TabSpec, Workbench, unchanged, whole
+from reflectrm_app.evaluation import EvaluationService
+from reflectrm_app.tabs.common import TabSpec, Workbench, run_cancellable, session_key, unchanged, whole
 from reflectrm.errors import ReflectRMError
 
 
@@ -34,6 +36,7 @@ def _train_view(services: Any, run_id: int | None, seen: dict[str, Any]) -> dict
 def build(wb: Workbench, tab: Any) -> None:
     services, active_judge = wb.services, wb.active_judge
     training = services.training
+    evaluations = EvaluationService(services)
     d = training.defaults()
     with gr.Row():
         with gr.Column(scale=2):
@@ -85,6 +88,13 @@ def build(wb: Workbench, tab: Any) -> None:
                 checkpoint = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3,
                                          elem_id="train-checkpoint")
                 use = gr.Button("Use as judge", scale=1, elem_id="train-use")
+            with gr.Accordion("Evaluate this checkpoint against the active judge", open=False):
+                with gr.Row():
+                    bench = gr.Dropdown(evaluations.choices(), value="demo", label="Benchmark or data set",
+                                        elem_id="train-eval-benchmark")
+                    bench_limit = gr.Number(50, label="Pairs at most", precision=0, elem_id="train-eval-limit")
+                    evaluate = gr.Button("Evaluate against the judge", elem_id="train-eval")
+                evaluated = gr.Markdown(elem_id="train-eval-result")
     runs = gr.Dataframe(views.runs_frame([]), label="Runs, newest first (select a row to watch it)",
                         interactive=False, elem_id="train-runs")
     completions = gr.Dataframe(views.completions_frame([]), label="Recent completions (newest first)",
@@ -170,6 +180,22 @@ def build(wb: Workbench, tab: Any) -> None:
         return {status: f"the judge is now {name}: judgments from now on use it", active_judge: name,
                 base_model: name}
 
+    def evaluate_checkpoint(run_id, path, name, most, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+        # both runs stored and paired per item: "the checkpoint is better" is a tested claim, not a glance
+        if run_id is None or not path:
+            return "error: pick a checkpoint of a run first (a run saves them as it trains)"
+        try:
+            found = training.checkpoint(int(run_id), path)
+            result = run_cancellable(services, session_key(request, "train-eval"), lambda cancel: (
+                evaluations.checkpoint_against_judge(
+                    str(found.path), benchmark=name or "demo", limit=whole(most, "pairs at most", minimum=1),
+                    cancel=cancel, progress=lambda done, total: progress(done / max(1, total),
+                                                                         desc=f"{done}/{total} pairs"))))
+        except ReflectRMError as exc:
+            return f"error: {exc}"
+        return (f"**Run {result.judge_run}** (the active judge) against **run {result.checkpoint_run}** "
+                f"({found.path.name}); both are in the Evaluate tab.\n\n{result.markdown}")
+
     def open_tab(run_id, last, current):
         if run_id is None:
             listed = training.runs()
@@ -189,12 +215,13 @@ def build(wb: Workbench, tab: Any) -> None:
     resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)
     use.click(use_checkpoint, [watched, checkpoint], use_outputs, api_visibility="private",
               concurrency_limit=1)
+    evaluate.click(evaluate_checkpoint, [watched, checkpoint, bench, bench_limit], evaluated, api_visibility="private",
+                   concurrency_limit=1)
     runs.select(select_run, None, shown, **quiet)
     # a read-only Textbox does not follow new text on its own: show the end of the log, where the news is
     log.change(None, None, None, js="() => { const t = document.querySelector('#train-log textarea'); "
                                     "if (t) { requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; }); } }",
                api_visibility="private")
-
 
 
 TAB = TabSpec(label="Train", id="train", build=build)
