@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+from reflectrm.backends import BACKENDS
 from reflectrm.cli import add_engine_flags, engine_options
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", help="interface to bind (default 127.0.0.1; $REFLECTRM_HOST)")
     p.add_argument("--port", type=int, help="port (default 7860; $REFLECTRM_PORT)")
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", help="generation backend (default transformers)")
+    p.add_argument("--backend", choices=BACKENDS, help="generation backend (default transformers)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     p.add_argument("--db", help="database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)")
     p.add_argument("--runs-dir", dest="runs_dir",

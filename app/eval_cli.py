@@ -17,7 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from reflectrm.backends import BACKENDS
 from reflectrm.core.config import JudgeConfig
+from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS
 from reflectrm.eval.labels import LABEL_SCHEMES
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
@@ -43,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--both-orders", action="store_true", help="also judge every pair swapped (paper Table 5)")
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", default="transformers", help="generation backend (default transformers)")
+    p.add_argument("--backend", default="transformers", choices=BACKENDS,
+                   help="generation backend (default transformers)")
     p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
     p.add_argument("--seed", type=int, default=0, help="judge seed and --limit draw (default 0)")
@@ -82,9 +85,12 @@ def _stop_on_sigterm(stop: threading.Event) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from reflectrm_app.eval_runs import Evaluations
     from reflectrm_db.services import JudgmentStore
+
     from reflectrm.backends import load_backend
     from reflectrm.eval.report import markdown, write_report
 
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
     request = request_from_args(args)
     config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
                          reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)
@@ -92,6 +98,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     stop = threading.Event()
     _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:
+        store.check_writable()  # a read-only store fails now, not after the first batch is judged
         backend = load_backend(args.model, backend=args.backend, device=args.device)
         evals = Evaluations(store)
         run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
@@ -109,9 +116,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from reflectrm_app.eval_runs import Evaluations
     from reflectrm_db.services import JudgmentStore
+
     from reflectrm.eval.report import compare_markdown
 
-    with JudgmentStore.open(args.db) as store:
+    with JudgmentStore.open(args.db, create=False) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
     print(json.dumps(result, indent=2) if args.json else compare_markdown(result))

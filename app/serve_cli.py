@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 
+from reflectrm.backends import BACKENDS
 from reflectrm.cli import add_engine_flags, engine_options
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", default="transformers", help="transformers, vllm or openai (default transformers)")
+    p.add_argument("--backend", default="transformers", choices=BACKENDS,
+                   help="generation backend (default transformers)")
     p.add_argument("--device", default="auto", help="transformers backend: cpu, cuda ... (default auto)")
     p.add_argument("--db", help="store every served judgment in this database URL (shown in the app's History)")
     p.add_argument("--token-env", default="REFLECTRM_SERVE_TOKEN",
@@ -47,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from reflectrm_app.cli import _open_store
+
     from reflectrm.backends import load_backend
     from reflectrm.serving.rewards import RewardConfig
     from reflectrm.serving.server import RewardService, ServeConfig, serve
@@ -57,6 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = os.environ.get(args.token_env) or None
     if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
         print(f"warning: serving on {args.host} without a token: set {args.token_env}", file=sys.stderr)
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")
     if args.max_queue < 0 or args.max_judgments < 1:
         raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
     with contextlib.ExitStack() as stack:

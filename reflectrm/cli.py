@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from reflectrm import flags
+from reflectrm.backends import BACKENDS
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
@@ -82,7 +83,8 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
     many.add_argument("--output", type=Path, help="JSONL of judgments; a rerun skips pairs already there")
     many.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", default="transformers", help="generation backend (default transformers)")
+    p.add_argument("--backend", default="transformers", choices=BACKENDS,
+                   help="generation backend (default transformers)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     add_config_flags(p.add_argument_group("judging (JudgeConfig; defaults from the paper)"), JudgeConfig,
                      extra=JUDGE_FLAGS)

@@ -252,6 +252,30 @@ CASES = [
     # --- app ----------------------------------------------------------------------------------------
     pytest.param(["app", "--db", "{w}/notdb.db"], "not a SQLite database", id="app-db-not-sqlite"),
     pytest.param(["app", "--db", "{w}/other.db"], "no store schema", id="app-db-foreign"),
+    # --- eval / compare: inputs read and the store checked before the model loads ------------------
+    pytest.param(["eval", "--benchmark", "nosuch"], "invalid choice", id="eval-unknown-benchmark"),
+    pytest.param(["eval", "--benchmark", "judgebench", "--data", "{w}/missing"], "does not exist",
+                 id="eval-data-missing"),
+    pytest.param(["eval", "--benchmark", "file", "--data", "{w}/latin1.jsonl", "--db", "{w}/store.db"], "UTF-8",
+                 id="eval-data-latin1"),
+    pytest.param(["eval", "--benchmark", "file", "--data", "{w}/empty.jsonl", "--db", "{w}/store.db"], "no rows",
+                 id="eval-data-empty"),
+    pytest.param(["eval", "--benchmark", "demo", "--limit", "0", "--db", "{w}/store.db"], "at least 1",
+                 id="eval-limit-zero"),
+    pytest.param(["eval", "--benchmark", "demo", "--strategies", "bogus", "--db", "{w}/store.db"], "is unknown",
+                 id="eval-unknown-strategy"),
+    pytest.param(["eval", "--benchmark", "demo", "--db", "{w}/notdb.db"], "not a SQLite database",
+                 id="eval-db-not-sqlite"),
+    pytest.param(["eval", "--benchmark", "demo", "--limit", "2", "--db", RO], "cannot be written",
+                 id="eval-db-read-only"),
+    pytest.param(["compare", "1", "2", "--db", "{w}/typo.db"], "does not exist", id="compare-db-typo"),
+    pytest.param(["compare", "1", "2", "--db", "{w}/notdb.db"], "not a SQLite database", id="compare-db-not-sqlite"),
+    pytest.param(["compare", "1", "2", "--db", "{w}/store.db"], "does not exist|share no", id="compare-unknown-runs"),
+    # --- serve: flags and the store checked before the model loads -----------------------------------
+    pytest.param(["serve", "--port", "99999"], "not a port", id="serve-port-out-of-range"),
+    pytest.param(["serve", "--db", "{w}/notdb.db"], "not a SQLite database", id="serve-db-not-sqlite"),
+    pytest.param(["serve", "--backend", "nosuch"], "is unknown|invalid choice", id="serve-unknown-backend"),
+    pytest.param(["serve", "--max-judgments", "0"], "max-judgments", id="serve-no-judgments"),
 ]
 
 

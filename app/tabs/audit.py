@@ -15,6 +15,7 @@ from reflectrm_app.tabs.common import (
     TabSpec,
     Workbench,
     audit_text,
+    failure_text,
     progress_reporter,
     run_cancellable,
     session_key,
@@ -68,7 +69,8 @@ def build(wb: Workbench, tab: Any) -> AuditView:
             found = run_cancellable(services, session_key(request, "audit"), lambda cancel: services.batch_audit(
                 name, sample=int(size or 0), seed=int(sd or 0), cancel=cancel, progress=report))
         except ReflectRMError as exc:
-            return [f"error: {exc}", *views.empty_audit_frames()]
+            return [failure_text(exc, stopped="stopped: the pairs audited so far are recorded"),
+                    *views.empty_audit_frames()]
         note = f"audited {found.subsets[-1].pairs if found.subsets else 0} pairs of {name} in {found.seconds:.1f}s"
         return [note, *views.audit_frames(found)]
 
@@ -101,7 +103,7 @@ def wire(wb: Workbench) -> None:
             result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.audit(
                 pair, seed=sd, cancel=cancel, progress=report))
         except ReflectRMError as exc:
-            return [*judge_tab.cleared_outputs(f"error: {exc}"), "", "", "", "", gr.update(), gr.update()]
+            return [*judge_tab.cleared_outputs(failure_text(exc)), "", "", "", "", gr.update(), gr.update()]
         note = f"audited: judgments #{result.original.judgment_id} and #{result.swapped.judgment_id}"
         return [*judge_tab.result_outputs(result.original, note), views.audit_banner(result),
                 f"original #{result.original.judgment_id} · swapped #{result.swapped.judgment_id}",

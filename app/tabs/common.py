@@ -11,7 +11,7 @@ import gradio as gr
 
 from reflectrm.pipeline import Progress, ProgressCallback, Stage
 from reflectrm_app.services import AppServices
-from reflectrm.errors import InputError
+from reflectrm.errors import Cancelled, InputError, ReflectRMError
 
 LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
 LABEL_NAMES = MappingProxyType({None: "unknown", 1: "Response 1", 2: "Response 2"})
@@ -72,6 +72,11 @@ def audit_text(event: Progress) -> str:
     if event.stage is Stage.DECIDED:
         return f"audit: {event.done} of {event.total} pairs done"
     return f"audit: {event.pairs_done // 2} of {event.pairs_total // 2} pairs done; {event}"
+
+
+def failure_text(exc: ReflectRMError, *, stopped: str = "stopped: nothing was recorded") -> str:
+    """A status line for a failed action: Stop is not an error (it says what was kept), anything else is."""
+    return stopped if isinstance(exc, Cancelled) else f"error: {exc}"
 
 
 def unchanged(outputs: Sequence[Any]) -> dict[Any, Any]:

@@ -17,7 +17,7 @@ import gradio as gr
 
 from reflectrm_app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService
 from reflectrm_app.tabs import judge as judge_tab
-from reflectrm_app.tabs.common import TabSpec, Workbench, judgment_number, unchanged
+from reflectrm_app.tabs.common import TabSpec, Workbench, failure_text, judgment_number, unchanged
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.eval.runner import DEFAULT_STRATEGIES
 
@@ -72,7 +72,8 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
             run = evals.run(req, cancel=cancel,
                             progress=lambda done, total: progress(done / max(1, total), desc=f"{done}/{total} pairs"))
         except ReflectRMError as exc:
-            return f"error: {exc}", evals.runs_table(), gr.update(), "", ""
+            return (failure_text(exc, stopped="stopped: the pairs judged so far are kept; run again to resume"),
+                    evals.runs_table(), gr.update(), "", "")
         finally:
             services.cancels.finish(key, cancel)
         view = evals.view(run.id)

@@ -14,6 +14,7 @@ from reflectrm_app.services import build_pair
 from reflectrm_app.tabs.common import (
     LABEL_NAMES,
     LABELS,
+    failure_text,
     TabSpec,
     Workbench,
     judgment_number,
@@ -142,7 +143,7 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.judge(
                 pair, strategy=strat, seed=sd, cancel=cancel, progress=report))
         except ReflectRMError as exc:
-            return cleared_outputs(f"error: {exc}")
+            return cleared_outputs(failure_text(exc))
         t = result.judgment.timings
         note = f"judged and recorded as #{result.judgment_id} in {t.get('stage1_s', 0) + t.get('stage2_s', 0):.1f}s"
         return result_outputs(result, note)
@@ -155,7 +156,7 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             result = run_cancellable(services, session_key(request, "judge"),
                                      lambda cancel: services.reaggregate(jid, strat, cancel=cancel))
         except ReflectRMError as exc:
-            return cleared_outputs(f"error: {exc}")
+            return cleared_outputs(failure_text(exc))
         return result_outputs(result, f"strategy {strat} over judgment #{jid}")
 
     run_event = run.click(judge, view.run_inputs, view.outputs, api_visibility="private", concurrency_limit=4)

@@ -10,7 +10,15 @@ import gradio as gr
 from reflectrm_app import views
 from reflectrm_app.records import TrainRequest
 from reflectrm_app.evaluation import EvaluationService
-from reflectrm_app.tabs.common import TabSpec, Workbench, run_cancellable, session_key, unchanged, whole
+from reflectrm_app.tabs.common import (
+    TabSpec,
+    Workbench,
+    failure_text,
+    run_cancellable,
+    session_key,
+    unchanged,
+    whole,
+)
 from reflectrm.errors import ReflectRMError
 
 
@@ -192,7 +200,7 @@ def build(wb: Workbench, tab: Any) -> None:
                     cancel=cancel, progress=lambda done, total: progress(done / max(1, total),
                                                                          desc=f"{done}/{total} pairs"))))
         except ReflectRMError as exc:
-            return f"error: {exc}"
+            return failure_text(exc, stopped="stopped: what was judged is kept in the Evaluate tab's runs")
         return (f"**Run {result.judge_run}** (the active judge) against **run {result.checkpoint_run}** "
                 f"({found.path.name}); both are in the Evaluate tab.\n\n{result.markdown}")
 
