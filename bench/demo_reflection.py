@@ -40,9 +40,13 @@ EVAL_SEED = 98765
 
 def heldout_pairs(n: int, card: dict) -> list:
     """`n` pairs whose problem (start and steps) none of the build's training pairs asks."""
-    args = card.get("build_args", {})
-    _, train = training_examples(int(args.get("pairs", 16000)), seed=int(args.get("seed", TRAIN_SEED)), render=False)
-    seen = {chain_of(p) for p in train}
+    seen, stage = set(), card
+    while stage:  # every training stage's problems (a judge built with --init has a prior stage)
+        args = stage.get("build_args") or {}
+        _, train = training_examples(int(args.get("pairs", 16000)), seed=int(args.get("seed", TRAIN_SEED)),
+                                     render=False)
+        seen |= {chain_of(p) for p in train}
+        stage = args.get("prior") or stage.get("prior")
     pool = make_pairs(4 * n, seed=EVAL_SEED, source="demo-steps-heldout")
     fresh = [p for p in pool if chain_of(p) not in seen]
     if len(fresh) < n:

@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=16000, help="synthetic training pairs")
     ap.add_argument("--vocab-size", type=int, default=640)
     ap.add_argument("--seed", type=int, default=TRAIN_SEED)
+    ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -104,8 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     started = time.perf_counter()
     examples, _ = training_examples(args.pairs, seed=args.seed)
-    tokenizer = build_tokenizer([ex.prompt + ex.target for ex in examples[:6000]], vocab_size=args.vocab_size)
-    model = build_model(len(tokenizer), tokenizer)
+    if args.init:  # a second training stage: same tokenizer, weights from the first stage
+        from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+        tokenizer = AutoTokenizer.from_pretrained(args.init)
+        model = Qwen3ForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32)
+        before = json.loads((args.init / "demo_card.json").read_text())
+        args.prior = {k: before.get(k) for k in ("trained_steps", "train_seconds", "build_args", "prior")}
+    else:
+        tokenizer = build_tokenizer([ex.prompt + ex.target for ex in examples[:6000]], vocab_size=args.vocab_size)
+        model = build_model(len(tokenizer), tokenizer)
     log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
 
     def save(where: Path, step: int) -> None:
