@@ -37,6 +37,8 @@ class StepExample(NamedTuple):
 
 DECISIVE = (
     re.compile(r"= (-?\d+)[.,]"),  # every equation's result (steps, checks, the inverse check)
+    re.compile(r"(-?\d+) [-+] \d+ = "),  # its first operand (copied from the question or the previous step):
+    re.compile(r"-?\d+ [-+] (\d+) = "),  # and its second; a build that weighed only results never learned to copy them
     re.compile(r"\d, (right|wrong)\."),  # each check's word
     re.compile(r"Critique 1 (step \d|Response \d):"),  # which equation the reflection checks
     re.compile(r"Critique (\d) is right"),  # the reflection's decision
