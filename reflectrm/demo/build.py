@@ -144,6 +144,13 @@ verdict) weigh more in the loss: they are 4 tokens of a ~50-token target, and th
 settles for the prior."""
 
 
+def _arith_spans(ex: Example) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """This domain's (decisive, untaught) spans: the decisions, and the computed result (taught or not)."""
+    result = [RESULT.search(ex.target).span(1)]
+    decisive = [m.span(1) for pattern in DECISIVE for m in pattern.finditer(ex.target)]
+    return (decisive + result, []) if ex.learn_result else (decisive, result)
+
+
 def _positions(offsets: list[tuple[int, int]], spans: list[tuple[int, int]], *, start: int) -> list[int]:
     """Sequence positions (target offset + `start`) of the tokens overlapping any character span."""
     return [start + i for i, (a, b) in enumerate(offsets) if any(a < e and s < b for s, e in spans)]
@@ -169,8 +176,12 @@ def train(
     checkpoint: Any = None,
     checkpoint_every: int = 0,
     decision_weight: float = 8.0,
+    spans: Any = None,
 ) -> list[float]:
-    """Supervised fine-tuning on the targets only (prompt tokens are masked out of the loss)."""
+    """Supervised fine-tuning on the targets only (prompt tokens are masked out of the loss).
+
+    `spans(example)` gives the target's (decisive, untaught) character spans: tokens that weigh
+    `decision_weight` and tokens left out of the loss. Default: this domain's `_arith_spans`."""
     import torch
 
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -179,10 +190,9 @@ def train(
     targets = tokenizer([ex.target for ex in examples], add_special_tokens=False, return_offsets_mapping=True)
     encoded = []
     for ex, p, t, offsets in zip(examples, prompts, targets["input_ids"], targets["offset_mapping"]):
-        result = [RESULT.search(ex.target).span(1)]
-        spans = [m.span(1) for pattern in DECISIVE for m in pattern.finditer(ex.target)]
-        decisive = _positions(offsets, spans + (result if ex.learn_result else []), start=len(p))
-        untaught = [] if ex.learn_result else _positions(offsets, result, start=len(p))
+        weighted, left_out = (spans or _arith_spans)(ex)
+        decisive = _positions(offsets, weighted, start=len(p))
+        untaught = _positions(offsets, left_out, start=len(p))
         encoded.append((p + t + [eos], len(p), decisive, untaught))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, steps // 20)

@@ -1,0 +1,183 @@
+"""Does self-reflection work on a demo judge? Every figure of issue 15's first block, on held-out pairs.
+
+    python bench/demo_reflection.py --model DIR [--pairs 600] [--batch-size 8] [--out FILE.json]
+
+Judges held-out multi-step pairs (`reflectrm.demo.steps`; problems the build trained on are left
+out, in any wording) with the real pipeline: greedy, then two-stage ReflectRM with N = 8 samples.
+Every other strategy is re-aggregated on the same rollouts (majority@8, random-winners) or on the
+same samples with new reflections (random-anchor), so the differences are paired. Then the
+reflections whose two critiques reach different verdicts are judged again with the critiques
+swapped: does the reflection pick the right critique, and the same one in both orders?
+
+Differences carry a paired bootstrap 95 % interval (resampling pairs). The last line printed is
+one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends.base import GenerationRequest, SamplingParams  # noqa: E402
+from reflectrm.core import JudgeConfig  # noqa: E402
+from reflectrm.core.parsing import parse_output  # noqa: E402
+from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
+from reflectrm.core.types import Judgment  # noqa: E402
+from reflectrm.demo.steps import chain_of, make_pairs  # noqa: E402
+from reflectrm.demo.steps_build import TRAIN_SEED, training_examples  # noqa: E402
+from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
+
+EVAL_SEED = 98765
+
+
+def heldout_pairs(n: int, card: dict) -> list:
+    """`n` pairs whose problem (start and steps) none of the build's training pairs asks."""
+    seen, stage = set(), card
+    while stage:  # every training stage's problems (a judge built with --init has a prior stage)
+        args = stage.get("build_args") or {}
+        _, train = training_examples(int(args.get("pairs", 16000)), seed=int(args.get("seed", TRAIN_SEED)),
+                                     render=False)
+        seen |= {chain_of(p) for p in train}
+        stage = args.get("prior") or stage.get("prior")
+    pool = make_pairs(4 * n, seed=EVAL_SEED, source="demo-steps-heldout")
+    fresh = [p for p in pool if chain_of(p) not in seen]
+    if len(fresh) < n:
+        raise SystemExit(f"only {len(fresh)} held-out problems not seen in the build; ask for fewer --pairs")
+    return fresh[:n]
+
+
+def accuracy(js: list[Judgment]) -> float:
+    return sum(bool(j.correct) for j in js) / len(js)
+
+
+def paired_bootstrap(a: list[bool], b: list[bool], *, reps: int = 2000, seed: int = 0) -> dict:
+    """Mean of a - b (per pair) with a percentile 95 % interval from resampling pairs."""
+    n = len(a)
+    d = [int(x) - int(y) for x, y in zip(a, b)]
+    rng = random.Random(seed)
+    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
+    return {"diff": sum(d) / n, "lo": means[int(0.025 * reps)], "hi": means[int(0.975 * reps) - 1]}
+
+
+def rejudge_batched(js: list[Judgment], strategy: str, backend, config: JudgeConfig, batch: int) -> list[Judgment]:
+    """`rejudge` for many judgments, their new reflections batched together (same rollouts)."""
+    cfg = config.with_(strategy=strategy)
+    out = []
+    for s in range(0, len(js), batch):
+        works = [_Work(j.pair, rollouts=list(j.rollouts), reflections={(r.sample, r.anchor): r for r in j.reflections})
+                 for j in js[s : s + batch]]
+        out.extend(complete(works, backend, cfg))
+    return out
+
+
+def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
+    """Reflections whose critiques reach different verdicts: right picks, and picks kept when swapped."""
+    cases, requests = [], []
+    for j in js:
+        by_index = {r.index: r for r in j.rollouts if not r.greedy}
+        for refl in j.reflections:
+            a, b = by_index[refl.order[0]], by_index[refl.order[1]]
+            if not (a.parseable and b.parseable) or a.prediction == b.prediction:
+                continue
+            crit = [format_critique(x.analysis, x.prediction, include_verdict=config.critique_includes_verdict)
+                    for x in (b, a)]
+            requests.append(GenerationRequest(tuple(reflection_prompt(j.pair, *crit)), (0,)))
+            cases.append((j, refl, by_index))
+    params = SamplingParams(temperature=config.reflection_temperature, max_new_tokens=config.reflection_max_new_tokens)
+    swapped = []
+    for s in range(0, len(requests), 32):
+        swapped.extend(backend.generate(requests[s : s + 32], params))
+    right = same = names_step = 0
+    for (j, refl, by_index), (c,) in zip(cases, swapped):
+        chosen = refl.order[refl.choice - 1] if refl.choice else None
+        right += chosen is not None and by_index[chosen].prediction == j.pair.label
+        choice2 = parse_output(c.text, task=Task.ANALYSIS).choice
+        chosen2 = (refl.order[1], refl.order[0])[choice2 - 1] if choice2 else None
+        same += chosen is not None and chosen == chosen2
+        names_step += refl.analysis.startswith("Critique 1 ")
+    n = max(1, len(cases))
+    return {"decisive_reflections": len(cases), "picks_right": right / n, "same_pick_both_orders": same / n,
+            "names_the_step_checked": names_step / n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--pairs", type=int, default=600)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--out", type=Path, help="also write the figures (and judgments as FILE.jsonl) here")
+    args = ap.parse_args(argv)
+    card = json.loads((args.model / "demo_card.json").read_text())
+    pairs = heldout_pairs(args.pairs, card)
+    backend = load_backend(str(args.model))
+    config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)
+    t0 = time.perf_counter()
+    greedy = list(judge_many(pairs, backend, config.with_(strategy="greedy"), batch_size=16))
+    t1 = time.perf_counter()
+    two = list(judge_many(pairs, backend, config, batch_size=args.batch_size))
+    t2 = time.perf_counter()
+    majority = [rejudge(j, "majority") for j in two]
+    random_winners = [rejudge(j, "random-winners") for j in two]
+    random_anchor = rejudge_batched(two, "random-anchor", backend, config, args.batch_size)
+    t3 = time.perf_counter()
+    audit = reflection_audit(two, backend, config)
+    t4 = time.perf_counter()
+    correct = {name: [bool(j.correct) for j in js] for name, js in
+               (("reflectrm", two), ("greedy", greedy), ("majority@8", majority),
+                ("random-anchor", random_anchor), ("random-winners", random_winners))}
+    samples = [r for j in two for r in j.rollouts if not r.greedy]
+    anchors = [next(r for r in j.rollouts if r.index == j.anchor) for j in two if j.anchor is not None]
+    by_kind = {}
+    for kind in sorted({p.subset for p in pairs}):
+        idx = [i for i, p in enumerate(pairs) if p.subset == kind]
+        by_kind[kind] = {name: sum(c[i] for i in idx) / len(idx) for name, c in correct.items()}
+    figures = {
+        "model": str(args.model),
+        "build": {k: card.get(k) for k in ("trained_steps", "train_seconds", "build_args")},
+        "heldout_pairs": len(pairs),
+        "accuracy": {name: sum(c) / len(c) for name, c in correct.items()},
+        "accuracy_by_kind": by_kind,
+        "reflectrm_minus": {name: paired_bootstrap(correct["reflectrm"], c)
+                            for name, c in correct.items() if name != "reflectrm"},
+        "reflection": audit,
+        "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
+        "reflection_parse_rate": sum(r.status.parseable for j in two for r in j.reflections)
+        / max(1, sum(len(j.reflections) for j in two)),
+        "greedy_parse_rate": sum(r.parseable for j in greedy for r in j.rollouts) / len(greedy),
+        "sample_accuracy": sum(r.prediction == j.pair.label for j in two for r in j.rollouts if not r.greedy)
+        / len(samples),
+        "anchor_accuracy": sum(a.prediction == j.pair.label for a, j in zip(anchors, two)) / len(two),
+        "some_sample_right": sum(any(r.prediction == j.pair.label for r in j.rollouts) for j in two) / len(two),
+        "seconds": {"greedy": round(t1 - t0), "two_stage": round(t2 - t1), "ablations": round(t3 - t2),
+                    "swap_audit": round(t4 - t3)},
+        "load": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+    }
+    for name, value in figures["accuracy"].items():
+        print(f"{name:15s} {100 * value:5.1f} %")
+    for name, b in figures["reflectrm_minus"].items():
+        print(f"reflectrm - {name:15s} {100 * b['diff']:+5.1f} points  95% CI [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}]")
+    print(f"reflections between critiques with different verdicts: {audit['decisive_reflections']}, "
+          f"pick the right one {100 * audit['picks_right']:.1f} %, same pick in both orders "
+          f"{100 * audit['same_pick_both_orders']:.1f} %")
+    print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+        with args.out.with_suffix(".jsonl").open("w") as f:
+            for j in two:
+                f.write(json.dumps(j.to_dict()) + "\n")
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,145 @@
+"""Build a demo judge on the multi-step domain (`reflectrm.demo.steps`), with build.py's machinery.
+
+    python -m reflectrm.demo.steps_build --out DIR [--steps N] [--minutes M]
+
+Same tokenizer (every integer below 1000 one token), the same 3.5 M-parameter Qwen3 and the same
+training loop as `reflectrm.demo.build`; only the data differ: running sums of 2-3 steps, and
+reflections that check the first equation where two critiques differ by its inverse. Writes the
+model, tokenizer and `demo_card.json` (build arguments, time, the training problems' seed) to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
+from reflectrm.demo.build import _render, build_model, build_tokenizer, train
+from reflectrm.demo.steps import KINDS, Balance, analysis, chain_of, make_pair, reflection_example, slipped, steps_of
+
+log = logging.getLogger(__name__)
+
+TRAIN_SEED = 1234
+SOURCE = "demo-steps-train"
+
+
+class StepExample(NamedTuple):
+    prompt: str
+    target: str
+    untaught: tuple[tuple[int, int], ...] = ()  # character spans of the target left out of the loss
+
+
+DECISIVE = (
+    re.compile(r"= (-?\d+)[.,]"),  # every equation's result (steps, checks, the inverse check)
+    re.compile(r"(-?\d+) [-+] \d+ = "),  # its first operand (copied from the question or the previous step):
+    re.compile(r"-?\d+ [-+] (\d+) = "),  # and its second; a build that weighed only results never learned to copy them
+    re.compile(r"\d, (right|wrong)\."),  # each check's word
+    re.compile(r"Critique 1 (step \d|Response \d):"),  # which equation the reflection checks
+    re.compile(r"Critique (\d) is right"),  # the reflection's decision
+    re.compile(r"<Result>(?:Response|Critique) (\d)"),  # the verdict
+)
+
+
+def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    decisive = [m.span(1) for pattern in DECISIVE for m in pattern.finditer(ex.target)]
+    untaught = list(ex.untaught)
+    return [s for s in decisive if s not in untaught], untaught
+
+
+def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
+                      render: bool = True) -> tuple[list[StepExample], list[Any]]:
+    """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
+
+    A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
+    loss (later steps and the checks follow it rightly): the judge learns to check the responses
+    against what it computed, not that exactly one answer is right. `render=False` draws the same
+    pairs without rendering examples (fast: what a benchmark needs to leave the build's problems out)."""
+    rng, balance = random.Random(seed), Balance()
+    out, pairs = [], []
+    for i in range(n_pairs):
+        pair = make_pair(rng, kind=KINDS[i % len(KINDS)], index=i, source=SOURCE)
+        pairs.append(pair)
+        prompt = _render(response_prompt(pair)) if render else ""
+        if rng.random() < mistake_frac:
+            chain = chain_of(pair)
+            at = rng.randrange(len(chain.ops))
+            wrong = slipped(rng, steps_of(chain)[at].z)
+            a = analysis(pair, slips={at: wrong})
+            target = format_output(a.text, a.verdict, task=Task.RESPONSE)
+            out.append(StepExample(prompt, target, (_result_span(target, at),)))
+        else:
+            a = analysis(pair)
+            out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
+        if i % refl_every == 0:
+            c1, c2, target, _ = reflection_example(rng, pair, balance)
+            if render:
+                out.append(StepExample(_render(reflection_prompt(pair, c1, c2)), target))
+    return (out if render else []), pairs
+
+
+def _result_span(target: str, step: int) -> tuple[int, int]:
+    """Character span of step `step`'s result in a response target."""
+    m = list(re.finditer(r"= (-?\d+)\.", target))[step]
+    return m.span(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="where to write the model (never the shipped one)")
+    ap.add_argument("--steps", type=int, default=1800, help="optimizer steps")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--pairs", type=int, default=16000, help="synthetic training pairs")
+    ap.add_argument("--vocab-size", type=int, default=640)
+    ap.add_argument("--seed", type=int, default=TRAIN_SEED)
+    ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
+    ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    import torch
+
+    torch.manual_seed(args.seed)
+    started = time.perf_counter()
+    examples, _ = training_examples(args.pairs, seed=args.seed)
+    if args.init:  # a second training stage: same tokenizer, weights from the first stage
+        from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+        tokenizer = AutoTokenizer.from_pretrained(args.init)
+        model = Qwen3ForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32)
+        before = json.loads((args.init / "demo_card.json").read_text())
+        args.prior = {k: before.get(k) for k in ("trained_steps", "train_seconds", "build_args", "prior")}
+    else:
+        tokenizer = build_tokenizer([ex.prompt + ex.target for ex in examples[:6000]], vocab_size=args.vocab_size)
+        model = build_model(len(tokenizer), tokenizer)
+    log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
+
+    def save(where: Path, step: int) -> None:
+        where.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(where, state_dict={k: v.to(torch.bfloat16) for k, v in model.state_dict().items()})
+        tokenizer.save_pretrained(where)
+        card = {
+            "what": "ReflectRM demo judge (multi-step running sums; reflections check the first differing step)",
+            "domain": "reflectrm.demo.steps",
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "build_args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "trained_steps": step,
+            "train_seconds": round(time.perf_counter() - started, 1),
+        }
+        (where / "demo_card.json").write_text(json.dumps(card, indent=2) + "\n")
+
+    train(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr, spans=spans,
+          checkpoint=lambda step: save(args.out.parent / f"{args.out.name}-step{step}", step),
+          checkpoint_every=args.checkpoint_every)
+    save(args.out, args.steps)
+    print((args.out / "demo_card.json").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
