@@ -9,7 +9,7 @@ same samples with new reflections (random-anchor), so the differences are paired
 reflections whose two critiques reach different verdicts are judged again with the critiques
 swapped: does the reflection pick the right critique, and the same one in both orders?
 
-Differences carry a paired bootstrap 95 % interval (resampling pairs). The last line printed is
+Differences carry a paired bootstrap 95 % interval (resampling pairs) and an exact McNemar p-value. The last line printed is
 one JSON object with every figure.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -31,8 +31,9 @@ from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
-from reflectrm.demo.steps import chain_of, make_pairs  # noqa: E402
-from reflectrm.demo.steps_build import TRAIN_SEED, training_examples  # noqa: E402
+from reflectrm.demo.steps import chain_of, first_difference, make_pairs, parse_analysis  # noqa: E402
+from reflectrm.demo.steps_build import trained_problems  # noqa: E402
+from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
 
 EVAL_SEED = 98765
@@ -40,13 +41,7 @@ EVAL_SEED = 98765
 
 def heldout_pairs(n: int, card: dict) -> list:
     """`n` pairs whose problem (start and steps) none of the build's training pairs asks."""
-    seen, stage = set(), card
-    while stage:  # every training stage's problems (a judge built with --init has a prior stage)
-        args = stage.get("build_args") or {}
-        _, train = training_examples(int(args.get("pairs", 16000)), seed=int(args.get("seed", TRAIN_SEED)),
-                                     render=False)
-        seen |= {chain_of(p) for p in train}
-        stage = args.get("prior") or stage.get("prior")
+    seen = trained_problems(card)
     pool = make_pairs(4 * n, seed=EVAL_SEED, source="demo-steps-heldout")
     fresh = [p for p in pool if chain_of(p) not in seen]
     if len(fresh) < n:
@@ -58,13 +53,13 @@ def accuracy(js: list[Judgment]) -> float:
     return sum(bool(j.correct) for j in js) / len(js)
 
 
-def paired_bootstrap(a: list[bool], b: list[bool], *, reps: int = 2000, seed: int = 0) -> dict:
-    """Mean of a - b (per pair) with a percentile 95 % interval from resampling pairs."""
-    n = len(a)
-    d = [int(x) - int(y) for x, y in zip(a, b)]
-    rng = random.Random(seed)
-    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
-    return {"diff": sum(d) / n, "lo": means[int(0.025 * reps)], "hi": means[int(0.975 * reps) - 1]}
+def difference(a: list[bool], b: list[bool]) -> dict:
+    """a - b per pair: the mean with a paired bootstrap 95 % interval, and the exact McNemar p-value."""
+    e = paired_bootstrap([float(x) for x in b], [float(x) for x in a])
+    only_a = sum(x and not y for x, y in zip(a, b))
+    only_b = sum(y and not x for x, y in zip(a, b))
+    return {"diff": e.value, "lo": e.low, "hi": e.high, "only_reflectrm": only_a, "only_other": only_b,
+            "mcnemar_p": mcnemar_exact(only_a, only_b)}
 
 
 def rejudge_batched(js: list[Judgment], strategy: str, backend, config: JudgeConfig, batch: int) -> list[Judgment]:
@@ -95,17 +90,27 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
     swapped = []
     for s in range(0, len(requests), 32):
         swapped.extend(backend.generate(requests[s : s + 32], params))
-    right = same = names_step = 0
+    right = same = at_first_difference = 0
     for (j, refl, by_index), (c,) in zip(cases, swapped):
         chosen = refl.order[refl.choice - 1] if refl.choice else None
         right += chosen is not None and by_index[chosen].prediction == j.pair.label
         choice2 = parse_output(c.text, task=Task.ANALYSIS).choice
         chosen2 = (refl.order[1], refl.order[0])[choice2 - 1] if choice2 else None
         same += chosen is not None and chosen == chosen2
-        names_step += refl.analysis.startswith("Critique 1 ")
+        at_first_difference += checks_first_difference(refl.analysis, *(by_index[i].analysis for i in refl.order))
     n = max(1, len(cases))
     return {"decisive_reflections": len(cases), "picks_right": right / n, "same_pick_both_orders": same / n,
-            "names_the_step_checked": names_step / n}
+            "checks_the_first_difference": at_first_difference / n}
+
+
+def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -> bool:
+    """Does the reflection walk to the step where its critiques first differ, and check that one?"""
+    a, b = parse_analysis(critique_1), parse_analysis(critique_2)
+    at = first_difference(a, b) if a and b else None
+    walked = re.findall(r"Step (\d+):", reflection)
+    if at is None or at[0] != "step" or not walked:
+        return False
+    return int(walked[-1]) == at[1] + 1 and "Check " in reflection
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_pairs": len(pairs),
         "accuracy": {name: sum(c) / len(c) for name, c in correct.items()},
         "accuracy_by_kind": by_kind,
-        "reflectrm_minus": {name: paired_bootstrap(correct["reflectrm"], c)
+        "reflectrm_minus": {name: difference(correct["reflectrm"], c)
                             for name, c in correct.items() if name != "reflectrm"},
         "reflection": audit,
         "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
@@ -164,10 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in figures["accuracy"].items():
         print(f"{name:15s} {100 * value:5.1f} %")
     for name, b in figures["reflectrm_minus"].items():
-        print(f"reflectrm - {name:15s} {100 * b['diff']:+5.1f} points  95% CI [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}]")
+        print(f"reflectrm - {name:15s} {100 * b['diff']:+5.1f} points  95% CI [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}]  McNemar p {b['mcnemar_p']:.2g}")
     print(f"reflections between critiques with different verdicts: {audit['decisive_reflections']}, "
           f"pick the right one {100 * audit['picks_right']:.1f} %, same pick in both orders "
           f"{100 * audit['same_pick_both_orders']:.1f} %")
+    print(f"they check the step where the critiques first differ {100 * audit['checks_the_first_difference']:.1f} %")
     print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

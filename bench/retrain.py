@@ -48,7 +48,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR  # noqa: E402
-from reflectrm.demo.tasks import KINDS, fresh_pairs, make_pairs, other_problems, problem_of  # noqa: E402
+from reflectrm.core.prompts import Task  # noqa: E402
+from reflectrm.demo import steps, tasks  # noqa: E402
+from reflectrm.demo.steps_build import trained_problems  # noqa: E402
+from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
 from reflectrm.training.data import (  # noqa: E402
     DataConfig,
@@ -63,7 +66,9 @@ from reflectrm.training.rewards import reward_weights  # noqa: E402
 
 log = logging.getLogger("bench.retrain")
 
-MAX_TOKENS = 96  # the demo judge's analyses are 40-70 tokens
+MAX_TOKENS = 96  # per output; set from the domain in main() (arithmetic analyses are 40-70 tokens, running sums up to 150)
+DOMAIN: Any = tasks
+"""The judge's task domain (`reflectrm.demo.tasks` or `reflectrm.demo.steps`), from its demo card."""
 SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "corrected_fresh": 555_004, "unseen": 555_005}
 
 
@@ -99,7 +104,7 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path
         return result
     backend = load_backend(model, device="cpu")
     started = time.perf_counter()
-    greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=MAX_TOKENS), batch_size=32))
+    greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=MAX_TOKENS), batch_size=16))
     two = list(judge_many(pairs, backend, JudgeConfig(max_new_tokens=MAX_TOKENS, reflection_max_new_tokens=MAX_TOKENS),
                           batch_size=16))
     majority = [rejudge(j, "majority") for j in two]  # the same 8 samples, no stage 2
@@ -147,7 +152,7 @@ def accuracy(judgments: list[Judgment]) -> float:
 
 
 def by_kind(judgments: list[Judgment]) -> dict[str, float]:
-    return {k: accuracy([j for j in judgments if j.pair.subset == k]) for k in KINDS
+    return {k: accuracy([j for j in judgments if j.pair.subset == k]) for k in DOMAIN.KINDS
             if any(j.pair.subset == k for j in judgments)}
 
 
@@ -182,20 +187,25 @@ def grpo(snapshot: Path, *, model: str, out: Path, config: TrainConfig) -> dict[
 
 def human_marks(j: Judgment) -> dict[int, str]:
     """What a careful person marks: an analysis is right when its arithmetic and its verdict are right."""
-    problem = problem_of(j.pair)
-    computed = re.compile(re.escape(problem.expression) + r"\s*=\s*(-?\d+)")
     marks = {}
     for position, r in enumerate(j.rollouts):
         if r.prediction is None or not r.analysis.strip():
             continue
-        m = computed.search(r.analysis)
-        computed_right = m is not None and int(m.group(1)) == problem.answer
-        marks[position] = "right" if computed_right and r.prediction == j.pair.label else "wrong"
+        marks[position] = "right" if arithmetic_right(j.pair, r.analysis) and r.prediction == j.pair.label else "wrong"
     return marks
 
 
-def corrections_from_store(judgments: list[Judgment], out: Path) -> tuple[Path, int]:
-    """Record judgments in a fresh store, correct the wrong ones, export the derived examples (hf)."""
+def arithmetic_right(pair: PreferencePair, analysis: str) -> bool:
+    if DOMAIN is steps:
+        return steps.analysis_true(analysis, steps.chain_of(pair), task=Task.RESPONSE)
+    problem = tasks.problem_of(pair)
+    m = re.search(re.escape(problem.expression) + r"\s*=\s*(-?\d+)", analysis)
+    return m is not None and int(m.group(1)) == problem.answer
+
+
+def corrections_from_store(judgments: list[Judgment], out: Path, *, limit: int) -> tuple[Path, int]:
+    """Record judgments in a fresh store, correct the first `limit` wrong ones as a person would in the
+    Review tab (verdict and marks), export the derived examples (hf)."""
     from reflectrm_db.services import JudgmentStore
 
     for stale in (out / "bench.db", out / "corrections_hf"):
@@ -205,7 +215,7 @@ def corrections_from_store(judgments: list[Judgment], out: Path) -> tuple[Path, 
             stale.unlink(missing_ok=True)
     with JudgmentStore.open(f"sqlite:///{out / 'bench.db'}") as store:
         ids = store.record(judgments, swapped=False)
-        wrong = [(jid, j) for jid, j in zip(ids, judgments) if not j.correct]
+        wrong = [(jid, j) for jid, j in zip(ids, judgments) if not j.correct][:limit]
         for jid, j in wrong:
             # the person knows the right answer: the pair's label stands in for their verdict
             store.correct(jid, verdict=j.pair.label, author="bench-human", marks=human_marks(j), seed=jid)
@@ -247,14 +257,14 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     kind = min(by_kind, key=by_kind.get)
     print(f"part 2: corrections on the weakest kind after part 1: {kind!r} (greedy by kind {by_kind})")
     # problems nothing so far trained on or measured, so what changes is the corrections' doing
-    pool = other_problems(make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
-                                     source="bench-corrections"), held_out + held_in + unseen)
+    pool = DOMAIN.other_problems(DOMAIN.make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
+                                                   source="bench-corrections"), held_out + held_in + unseen)
     backend = load_backend(model, device="cpu")
     judged = list(judge_many(pool, backend, JudgeConfig(strategy="majority", max_new_tokens=MAX_TOKENS), batch_size=16))
-    wrong_pool = [j.pair for j in judged if not j.correct]
+    wrong_pool = [j.pair for j in judged if not j.correct][: args.corrections]
     # the corrected problems asked in their other wordings, with new answers: never trained on
-    fresh = fresh_pairs(wrong_pool, seed=SEEDS["corrected_fresh"], source="bench-corrected-fresh")
-    path, corrected = corrections_from_store(judged, out)
+    fresh = DOMAIN.fresh_pairs(wrong_pool, seed=SEEDS["corrected_fresh"], source="bench-corrected-fresh")
+    path, corrected = corrections_from_store(judged, out, limit=args.corrections)
     corrections = read_examples(path, origin="corrections")
     # `--replay` of part 1's examples per correction example: what the judge already learned keeps being seen
     replay_all = read_examples(first["data"]["snapshot"])
@@ -278,12 +288,16 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
             "reworded_greedy_paired": paired(before_fresh["_greedy"], after_fresh["_greedy"])}
 
 
-def splits(eval_pairs: int, unseen_pairs: int) -> tuple[list[PreferencePair], list[PreferencePair], list[PreferencePair]]:
+def splits(model: str, eval_pairs: int, unseen_pairs: int) -> tuple[list[PreferencePair], list[PreferencePair], list[PreferencePair]]:
     """(held-out, held-in, unseen-problem) pairs: held-in pairs ask the held-out problems in their other
     wordings, never a held-out conversation; unseen pairs ask problems neither of them asks."""
-    held_out = make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
-    held_in = fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train")  # never a held-out conversation
-    unseen = other_problems(make_pairs(3 * unseen_pairs, seed=SEEDS["unseen"], source="bench-unseen"), held_out)
+    held_out = DOMAIN.make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
+    if DOMAIN is steps:  # leave out the problems the judge's build trained on (its card names them)
+        seen = trained_problems(json.loads((Path(model) / "demo_card.json").read_text()))
+        held_out = [p for p in held_out if steps.problem_of(p) not in seen]
+    held_in = DOMAIN.fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train")  # never a held-out conversation
+    unseen = DOMAIN.other_problems(DOMAIN.make_pairs(3 * unseen_pairs, seed=SEEDS["unseen"], source="bench-unseen"),
+                                   held_out)
     return held_out, held_in, unseen[:unseen_pairs]
 
 
@@ -297,6 +311,16 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
         lr_scheduler=args.lr_schedule,
         reward_weights=reward_weights(arithmetic=args.arithmetic_reward),
     )
+
+
+def domain_of(model: str) -> Any:
+    """The task domain a demo judge was built on (its card's "domain"; the arithmetic one when unnamed)."""
+    card = Path(model) / "demo_card.json"
+    try:
+        named = json.loads(card.read_text()).get("domain", "")
+    except (OSError, ValueError):
+        named = ""
+    return steps if named == "reflectrm.demo.steps" else tasks
 
 
 def cpu_has_bf16() -> bool:
@@ -319,7 +343,8 @@ def main() -> int:
                     help="held-out pairs; the held-in pairs ask their problems in the other wordings (about 3 each)")
     ap.add_argument("--unseen-pairs", type=int, default=300,
                     help="pairs on problems no training example asks (0: skip that measurement)")
-    ap.add_argument("--correction-pairs", type=int, default=120)
+    ap.add_argument("--correction-pairs", type=int, default=120, help="pairs judged to find wrong judgments to correct")
+    ap.add_argument("--corrections", type=int, default=30, help="wrong judgments corrected through the store (default 30)")
     ap.add_argument("--replay", type=float, default=2.0,
                     help="part 1's examples replayed in part 2, per correction example "
                          "(default 2: two thirds of what is seen)")
@@ -343,6 +368,9 @@ def main() -> int:
     ap.add_argument("--cache", action="store_true",
                     help="reuse OUT/cache: the starting judge's figures and rollouts from an earlier run (tuning)")
     args = ap.parse_args()
+    global DOMAIN, MAX_TOKENS
+    DOMAIN = domain_of(args.model)
+    MAX_TOKENS = 160 if DOMAIN is steps else 96
     if args.replay < 0:
         ap.error(f"--replay must be >= 0 (part 1's examples per correction example), got {args.replay}")
     CACHE["on"] = args.cache
@@ -354,7 +382,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    held_out, held_in, unseen = splits(args.eval_pairs, args.unseen_pairs)
+    held_out, held_in, unseen = splits(args.model, args.eval_pairs, args.unseen_pairs)
     results: dict[str, Any] = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
     results["part1"] = part1(args, args.out, held_out, unseen, held_in)
     if not args.skip_corrections:
@@ -366,6 +394,14 @@ def main() -> int:
     return 0
 
 
+def interval(before: list[bool], after: list[bool]) -> dict[str, float]:
+    """after - before on the same pairs: a paired bootstrap 95 % interval and the exact McNemar p-value."""
+    e = paired_bootstrap([float(x) for x in before], [float(x) for x in after])
+    fixed, broken = sum(a and not b for b, a in zip(before, after)), sum(b and not a for b, a in zip(before, after))
+    return {"diff": e.value, "lo": e.low, "hi": e.high, "fixed": fixed, "broken": broken,
+            "mcnemar_p": mcnemar_exact(fixed, broken)}
+
+
 def summary(results: dict[str, Any]) -> dict[str, Any]:
     p1 = results["part1"]
     figures = {
@@ -375,6 +411,8 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
         "reflection_picks_right_after": p1["after"]["reflection_picks_right"],
         "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
+        "two_stage_gain": interval(p1["before"]["_two_stage"], p1["after"]["_two_stage"]),
+        "greedy_gain": interval(p1["before"]["_greedy"], p1["after"]["_greedy"]),
     }
     if "unseen_before" in p1:
         figures.update({

@@ -10,30 +10,42 @@ import pytest
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
 from reflectrm.demo import steps
-from reflectrm.demo.steps import Balance, analysis, chain_of, first_difference, make_pairs, reflection_example
+from reflectrm.demo.steps import (
+    Balance,
+    analysis,
+    chain_of,
+    difference_kind,
+    first_difference,
+    make_pairs,
+    parse_analysis,
+    reflection_analysis,
+    reflection_example,
+)
 
-PAIRS = make_pairs(400, seed=7)
+PAIRS = make_pairs(600, seed=7)
 
 
 def test_pairs_have_exactly_one_right_answer_and_balanced_labels():
     labels = Counter(p.label for p in PAIRS)
-    assert abs(labels[1] - labels[2]) < 60
+    assert abs(labels[1] - labels[2]) < 80
+    assert set(Counter(p.subset for p in PAIRS)) == set(steps.KINDS)
     for p in PAIRS:
         chain = chain_of(p)
         values = steps.stated(p)
         right = values[p.label - 1]
         assert right == chain.answer and values[2 - p.label] != chain.answer
-        assert p.subset == chain.kind and p.subset in steps.KINDS
-        assert all(1 <= e.z <= steps.MAX_VALUE for e in steps.steps_of(chain))
+        assert p.subset == chain.kind
+        assert all(steps.MIN_VALUE <= e.z <= steps.MAX_VALUE for e in steps.steps_of(chain))
 
 
-def test_right_analysis_is_right_and_picks_the_label():
+def test_right_analysis_is_right_picks_the_label_and_reads_back():
     for p in PAIRS:
         a = analysis(p)
-        assert all(e.right for e in a.eqs)
+        assert all(e.right for e in a.steps) and [c.right for c in a.checks] == [p.label == 1, p.label == 2]
         assert a.verdict == p.label
         parsed = parse_output(steps.response_example(p), task=Task.RESPONSE)
         assert parsed.choice == p.label and parsed.analysis == a.text
+        assert parse_analysis(a.text) == a
 
 
 def test_a_slip_propagates_and_later_steps_follow_it():
@@ -41,44 +53,71 @@ def test_a_slip_propagates_and_later_steps_follow_it():
     chain = chain_of(p)
     a = analysis(p, slips={0: steps.steps_of(chain)[0].z + 1})
     assert not a.steps[0].right and all(e.right for e in a.steps[1:])
-    assert a.steps[-1].z == chain.answer + 1  # +/- only: an off-by-one at step 1 ends off by one
-    assert first_difference(analysis(p), a) == 0
+    assert a.result == chain.answer + 1  # +/- only: an off-by-one at step 1 ends off by one
+    assert first_difference(analysis(p), a) == ("step", 0)
+    assert difference_kind(analysis(p), a) == "step 1"
 
 
-@pytest.mark.parametrize("op, x, y", [("+", 26, 8), ("-", 34, 5)])
-def test_inverse_check_is_zero_exactly_for_the_right_value(op, x, y):
+def test_an_analysis_whose_result_matches_neither_response_picks_response_1():
+    p = next(p for p in PAIRS if p.label == 2)
+    chain = chain_of(p)
+    a = analysis(p, slips={len(chain.ops) - 1: 99})
+    assert not any(c.right for c in a.checks) and a.verdict == 1
+
+
+@pytest.mark.parametrize("op, x, y", [("+", 9, 8), ("-", 34, 5)])
+def test_inverse_check_passes_exactly_for_the_right_value(op, x, y):
     right = steps.apply(x, op, y)
     for z in range(right - 12, right + 13):
-        text, diff = steps.inverse_check(steps.Eq("step 1", x, op, y, z))
-        assert (diff == 0) == (z == right)
-        assert text.startswith(f"{z} ")
+        text, ok = steps.inverse_check(steps.Eq(3, x, op, y, z))
+        assert ok == (z == right)
+        assert text.startswith(f"Check {z} ") and text.endswith(("back to" if ok else "not") + f" {x}")
 
 
-def test_reflection_picks_the_critique_right_at_the_first_difference_and_says_which_step():
+def test_reflection_walks_to_the_first_difference_checks_it_and_picks_the_critique_right_there():
     rng, balance = random.Random(3), Balance()
     seen = Counter()
     for p in PAIRS:
         c1, c2, target, kind = reflection_example(rng, p, balance)
         parsed = parse_output(target, task=Task.ANALYSIS)
-        assert parsed.choice in (1, 2)
-        if kind == "agree":
-            assert c1 == c2 and "agree" in parsed.analysis
-            continue
-        right_text = analysis(p).text
-        assert right_text in (c1, c2) and c1 != c2
-        assert (c1, c2)[parsed.choice - 1] == right_text  # every judgment verifiable: it picks the right one
-        assert parsed.analysis.startswith(f"Critique 1 {kind}: ") and f"Critique 2 {kind}: " in parsed.analysis
+        a, b = parse_analysis(c1), parse_analysis(c2)
+        assert parsed.choice in (1, 2) and a is not None and b is not None
         seen[kind] += 1
-    assert {"step 1", "step 2", "Response 1", "Response 2"} <= set(seen)
+        if kind == "agree":
+            assert c1 == c2 and "The critiques agree" in parsed.analysis
+            continue
+        assert difference_kind(a, b) == kind and c1 != c2
+        where, i = first_difference(a, b)
+        chosen, other = (a, b)[parsed.choice - 1], (a, b)[2 - parsed.choice]
+        if where == "step":  # the chosen critique is the one right at the first difference
+            assert chosen.steps[i].right and not other.steps[i].right
+            assert parsed.analysis.count("Step ") == i + 1 and f"Step {i + 1}: " in parsed.analysis
+            assert "Check " in parsed.analysis
+        else:
+            assert chosen.checks[i].right == (chosen.checks[i].stated == chosen.result)
+            assert f"The result is {a.result}" in parsed.analysis
+        if all(e.right for e in chosen.steps):  # a right analysis is always chosen over a wrong one
+            assert chosen == analysis(p)
+    assert {"agree", "step 1", "step 4", "Response 1", "Response 2"} <= set(seen)
+
+
+def test_two_wrong_critiques_the_one_that_slipped_later_wins():
+    p = next(p for p in PAIRS if p.subset == "steps5")
+    chain = chain_of(p)
+    early = analysis(p, slips={1: steps.steps_of(chain)[1].z + 2})
+    late = analysis(p, slips={3: steps.steps_of(chain)[3].z - 1})
+    for c1, c2, want in ((early, late, 2), (late, early, 1)):
+        text, choice = reflection_analysis(c1, c2, tie_choice=1)
+        assert choice == want and text.count("Step ") == 2
 
 
 def test_no_position_shortcut_per_kind_of_disagreement():
     rng, balance = random.Random(11), Balance()
     picks: dict[str, Counter] = {}
-    for p in make_pairs(2000, seed=12):
+    for p in make_pairs(3000, seed=12):
         *_, target, kind = reflection_example(rng, p, balance)
         picks.setdefault(kind, Counter())[parse_output(target, task=Task.ANALYSIS).choice] += 1
-    assert {"agree", "step 1", "step 2", "step 3", "Response 1", "Response 2"} == set(picks)
+    assert {"agree", "step 1", "step 6", "Response 1", "Response 2"} <= set(picks)
     for kind, c in picks.items():
         assert abs(c[1] - c[2]) <= 1, (kind, c)
 
@@ -88,6 +127,11 @@ def test_chain_is_read_back_from_every_question_form():
         assert chain_of(p).expression in p.query
     with pytest.raises(ValueError, match="not a demo running-sum query"):
         chain_of(steps.PreferencePair.from_query("What is 3 + 4?", "7", "8", label=1))
+
+
+def test_parse_analysis_refuses_text_not_in_the_format():
+    assert parse_analysis("Response 1 is right.") is None
+    assert parse_analysis("") is None
 
 
 def test_build_spans_refactor_keeps_the_arithmetic_domains_loss_weights():
@@ -117,3 +161,35 @@ def test_build_step_examples_leave_the_slipped_result_out_of_the_loss():
         assert untaught == [(a, b)] and (a, b) not in taught and ex.target[a:b].lstrip("-").isdigit()
     _, again = training_examples(60, seed=2, render=False)
     assert again == pairs  # a benchmark can leave the build's problems out without rendering
+
+
+def test_build_weighs_the_reflections_decisions():
+    from reflectrm.demo.steps_build import StepExample, spans
+
+    target = ("<Analysis>Step 1: 9 + 8 = 17, 9 + 8 = 16. Check 17 - 8 = 9, back to 9, Critique 1 is right."
+              "</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>")
+    taught, _ = spans(StepExample("p", target))
+    words = Counter(target[a:b] for a, b in taught)
+    assert words["back to"] == 1 and words["Check"] == 1 and words["Step"] == 1
+    assert words["17"] == 2 and words["16"] == 1 and words["9"] >= 3 and words["1"] == 2
+
+
+def test_arithmetic_reward_checks_running_sums_step_by_step():
+    from reflectrm.core.prompts import reflection_prompt, response_prompt
+    from reflectrm.core.types import messages_to_dicts
+    from reflectrm.demo.rewards import arithmetic_reward
+
+    p = next(p for p in PAIRS if p.subset == "steps5")
+    chain = chain_of(p)
+    right, slip = analysis(p), analysis(p, slips={2: steps.steps_of(chain)[2].z + 1})
+    copied_wrong = right.text.replace(f"= {right.steps[1].z}.", f"= {right.steps[1].z + 10}.", 1)
+    prompt = messages_to_dicts(response_prompt(p))
+    texts = [steps.response_example(p), f"<Analysis>{slip.text}</Analysis>\n<Result>Response 1 is better</Result>",
+             f"<Analysis>{copied_wrong}</Analysis>\n<Result>Response 1 is better</Result>",
+             f"<Analysis>{analysis(p, flip_check=1).text}</Analysis>\n<Result>Response 1 is better</Result>"]
+    assert arithmetic_reward([prompt] * 4, texts, ["response"] * 4) == [1.0, 0.0, 0.0, 0.0]
+    refl_prompt = messages_to_dicts(reflection_prompt(p, right.text, slip.text))
+    good, _ = reflection_analysis(right, slip, tie_choice=1)
+    bad = good.replace("back to", "not")
+    outs = [f"<Analysis>{t}</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>" for t in (good, bad)]
+    assert arithmetic_reward([refl_prompt] * 2, outs, ["analysis"] * 2) == [1.0, 0.0]

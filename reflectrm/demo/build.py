@@ -44,7 +44,7 @@ NUMBER_TOKENS = 1000
 """Every integer below this is one token."""
 
 
-def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
+def build_tokenizer(texts: list[str], *, vocab_size: int, spaced_numbers: bool = False) -> Any:
     """A byte-level BPE trained offline, with every integer 0..999 a single token.
 
     Whole-number tokens make the problem's arithmetic and the answer checks (a subtraction each)
@@ -54,17 +54,22 @@ def build_tokenizer(texts: list[str], *, vocab_size: int) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
+    numbers = [" ".join(str(i) for i in range(NUMBER_TOKENS))]
+    if spaced_numbers:  # " 17" is one token too (and a different one from "17"): equations cost half the tokens
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        numbers.append("\n".join(str(i) for i in range(NUMBER_TOKENS)))
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        )
     tok.decoder = decoders.ByteLevel()
-    numbers = " ".join(str(i) for i in range(NUMBER_TOKENS))
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size + NUMBER_TOKENS, special_tokens=SPECIAL_TOKENS,
+        vocab_size=vocab_size + len(numbers) * NUMBER_TOKENS, special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator([*texts, *([numbers] * 20)], trainer=trainer)
-    missing = [str(i) for i in range(NUMBER_TOKENS) if len(tok.encode(str(i)).ids) != 1]
+    tok.train_from_iterator([*texts, *(numbers * 20)], trainer=trainer)
+    forms = ("{}", " {}") if spaced_numbers else ("{}",)
+    missing = [f.format(i) for i in range(NUMBER_TOKENS) for f in forms if len(tok.encode(f.format(i)).ids) != 1]
     if missing:
         raise RuntimeError(f"{len(missing)} numbers are not single tokens (e.g. {missing[:5]}): raise --vocab-size")
     fast = PreTrainedTokenizerFast(

@@ -20,6 +20,7 @@ from typing import Any
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
+from reflectrm.demo import steps
 from reflectrm.demo.tasks import KIND_OF, Problem, problem_in
 from reflectrm.training.rewards import completion_text
 
@@ -47,10 +48,16 @@ def arithmetic_true(analysis: str, problem: Problem | None) -> bool:
 
 def arithmetic_reward(prompts: Sequence[Any], completions: Sequence[Any], task: Sequence[str],
                       **kwargs: Any) -> list[float]:
-    """1.0 when the completion's analysis does the prompt's arithmetic right (see the module), else 0.0."""
+    """1.0 when the completion's analysis does the prompt's arithmetic right (see the module), else 0.0.
+    Running sums of several steps are checked by `reflectrm.demo.steps.analysis_true`."""
     rewards = []
     for prompt, completion, kind in zip(prompts, completions, task, strict=True):
-        problem = problem_in(_prompt_text(prompt))
+        text = _prompt_text(prompt)
         analysis = parse_output(completion_text(completion), task=Task(kind)).analysis
+        chain = steps.chain_in(text)
+        if chain is not None:  # the multi-step domain (`reflectrm.demo.steps`): its own format and checks
+            rewards.append(1.0 if steps.analysis_true(analysis, chain, task=Task(kind)) else 0.0)
+            continue
+        problem = problem_in(text)
         rewards.append(1.0 if problem is not None and arithmetic_true(analysis, problem) else 0.0)
     return rewards

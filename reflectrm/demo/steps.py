@@ -1,22 +1,27 @@
 """A multi-step demo domain in which checking one step is easier than getting every step right.
 
-Each pair asks a running sum of two or three steps ("What is 26 + 8 - 5 + 7?"); one response
-states the right result, the other the result of a chain that slipped at one step. Analyses write
-every intermediate result, then check each response's answer by subtraction (0 means right):
+Each pair asks a running sum of four to six steps ("What is 7 + 5 - 3 + 8 - 6?"); one response
+states the right result, the other the result of a chain that slipped at one step. An analysis
+writes every step, then compares each response's number with its own result:
 
-    26 + 8 = 34. 34 - 5 = 29. 29 + 7 = 36. Response 1: 36 - 36 = 0, right. Response 2: 37 - 36 = 1, wrong.
+    Step 1: 7 + 5 = 12. Step 2: 12 - 3 = 9. Step 3: 9 + 8 = 17. Step 4: 17 - 6 = 11.
+    Response 1 says 11, right. Response 2 says 12, wrong.
 
-A sampled analysis that slips at any of its k steps ends wrong (right with roughly p^k). A reflection
-between two critiques only has to find the FIRST equation where they differ and check that one,
-and it checks it by the inverse operation, a different arithmetic fact from the one the critiques
-used (a judge that misremembers 34 - 5 has no reason to misremember 29 + 5):
+A sampled analysis that slips at any of its k steps ends wrong (right with roughly p^k). A
+reflection between two critiques walks their steps side by side until the first one where they
+differ, and checks only that step, by the inverse operation: a different arithmetic fact from
+the one the critiques used (a judge that misremembers 9 + 8 has no reason to misremember 17 - 8):
 
-    Critique 1 step 2: 34 - 5 = 29. Critique 2 step 2: 34 - 5 = 28. 29 + 5 = 34, 34 - 34 = 0, Critique 1 is right.
+    Step 1: 7 + 5 = 12, 7 + 5 = 12. Step 2: 12 - 3 = 9, 12 - 3 = 9. Step 3: 9 + 8 = 17, 9 + 8 = 16.
+    Check 17 - 8 = 9, back to 9, Critique 1 is right.
 
-A difference of 0 means Critique 1's value is right; anything else, Critique 2's. Every judgment is
-exactly verifiable. Pure standard library.
+"back to" means Critique 1's value at that step is right; "not" means it is wrong and Critique 2
+is chosen. Critiques that differ only in a response's check are decided by the agreed result;
+critiques that agree throughout are a tie. Every judgment is exactly verifiable. Pure standard
+library.
 
-Kinds (the pair's `subset`): ``steps2`` and ``steps3``, starts 10..49, operands 2..9, values kept in 1..99.
+Kinds (the pair's `subset`): ``steps4``, ``steps5``, ``steps6``: starts 5..30, operands 2..9,
+every value kept in 1..40 (about 550 addition and subtraction facts).
 """
 
 from __future__ import annotations
@@ -24,16 +29,16 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from reflectrm.core.prompts import Task, format_output
 from reflectrm.core.types import PreferencePair
 
-KINDS = ("steps2", "steps3")
+KINDS = ("steps4", "steps5", "steps6")
 QUESTION_FORMS = ("What is {e}?", "Compute {e}.", "Calculate {e}.", "{e} = ?")
 ANSWER_FORMS = ("The answer is {v}.", "{v}", "It is {v}.", "It equals {v}.", "The result is {v}.")
-MAX_VALUE = 99
+MIN_VALUE, MAX_VALUE = 1, 40
+SLIPS = (-1, 1, -2, 2, -10, 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +63,9 @@ class Chain:
 
 @dataclass(frozen=True, slots=True)
 class Eq:
-    """One written equation of an analysis: `x op y = z`, labelled "step 2" or "Response 1"."""
+    """One step of an analysis: `x op y = z`, numbered from 1."""
 
-    label: str
+    step: int
     x: int
     op: str
     y: int
@@ -74,9 +79,18 @@ class Eq:
     def right(self) -> bool:
         return self.z == apply(self.x, self.op, self.y)
 
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One response's check: the number it states against the analysis's result."""
+
+    response: int
+    stated: int
+    right: bool
+
     @property
-    def lhs(self) -> tuple[int, str, int]:
-        return (self.x, self.op, self.y)
+    def text(self) -> str:
+        return f"Response {self.response} says {self.stated}, {'right' if self.right else 'wrong'}."
 
 
 def apply(x: int, op: str, y: int) -> int:
@@ -84,12 +98,12 @@ def apply(x: int, op: str, y: int) -> int:
 
 
 def make_chain(rng: random.Random, k: int) -> Chain:
-    value, ops = rng.randint(10, 49), []
-    start = value
+    value = start = rng.randint(5, 30)
+    ops = []
     for _ in range(k):
         b = rng.randint(2, 9)
         op = rng.choice("+-")
-        if op == "-" and value - b < 1:
+        if op == "-" and value - b < MIN_VALUE:
             op = "+"
         if op == "+" and value + b > MAX_VALUE:
             op = "-"
@@ -99,52 +113,28 @@ def make_chain(rng: random.Random, k: int) -> Chain:
 
 
 def steps_of(chain: Chain, slips: dict[int, int] | None = None) -> list[Eq]:
-    """The chain's step equations; `slips` maps a step index (0-based) to the wrong result written
-    there, later steps then continue rightly from it (a slip propagates)."""
+    """The chain's steps; `slips` maps a step index (0-based) to the wrong result written there.
+    Later steps continue rightly from it (a slip propagates)."""
     slips = slips or {}
     value, out = chain.start, []
     for i, (op, b) in enumerate(chain.ops):
         z = slips.get(i, apply(value, op, b))
-        out.append(Eq(f"step {i + 1}", value, op, b, z))
+        out.append(Eq(i + 1, value, op, b, z))
         value = z
     return out
 
 
 def slipped(rng: random.Random, right: int) -> int:
-    """A plausible wrong result: off by one or two, off by ten, or a dropped/added carry."""
+    """A plausible wrong result: off by one or two, or off by ten (a dropped or added carry)."""
     for _ in range(20):
-        w = right + rng.choice((-1, 1, -2, 2, -10, 10))
+        w = right + rng.choice(SLIPS)
         if w != right and 0 <= w <= MAX_VALUE + 10:
             return w
     return right + 1
 
 
-def checks(computed: int, stated: tuple[int | None, int | None], wrong_diff: dict[int, int] | None = None) -> list[Eq]:
-    """Each response's check `stated - computed = d`; `wrong_diff` maps a response index (0/1) to a
-    wrongly computed difference."""
-    wrong_diff = wrong_diff or {}
-    out = []
-    for r, v in enumerate(stated):
-        if v is None:
-            continue
-        out.append(Eq(f"Response {r + 1}", v, "-", computed, wrong_diff.get(r, v - computed)))
-    return out
-
-
-def analysis_text(steps: list[Eq], check_eqs: list[Eq]) -> str:
-    parts = [f"{e.text}." for e in steps]
-    parts += [f"{c.label}: {c.text}, {'right' if c.z == 0 else 'wrong'}." for c in check_eqs]
-    return " ".join(parts)
-
-
-def verdict_of(check_eqs: list[Eq]) -> int:
-    """Response 2 when only its check is 0, else Response 1 (the current demo's rule)."""
-    zero = {c.label for c in check_eqs if c.z == 0}
-    return 2 if zero == {"Response 2"} else 1
-
-
 _NUMBER = re.compile(r"-?\d+")
-_EXPR = re.compile(r"(\d+)((?:\s*[-+]\s*\d+){2,3})")
+_EXPR = re.compile(r"(\d+)((?:\s*[-+]\s*\d+){2,8})")
 _OP = re.compile(r"([-+])\s*(\d+)")
 
 
@@ -173,17 +163,8 @@ def stated(pair: PreferencePair) -> tuple[int | None, int | None]:
 
 def make_pair(rng: random.Random, *, kind: str, index: int = 0, source: str = "demo-steps") -> PreferencePair:
     """One labelled pair: the right result against a chain that slipped at one step, random order."""
-    chain = make_chain(rng, int(kind[-1]))
-    right = chain.answer
-    at = rng.randrange(len(chain.ops))
-    wrong = steps_of(chain, {at: slipped(rng, steps_of(chain)[at].z)})[-1].z
-    if wrong == right:
-        wrong = slipped(rng, right)
-    r_right, r_wrong = rng.choice(ANSWER_FORMS).format(v=right), rng.choice(ANSWER_FORMS).format(v=wrong)
-    label = rng.choice((1, 2))
-    r1, r2 = (r_right, r_wrong) if label == 1 else (r_wrong, r_right)
-    query = rng.choice(QUESTION_FORMS).format(e=chain.expression)
-    return PreferencePair.from_query(query, r1, r2, label=label, id=f"{source}:{index}", source=source, subset=kind)
+    chain = make_chain(rng, int(kind.removeprefix("steps")))
+    return _pair_on(rng, chain, None, index=index, source=source)
 
 
 def make_pairs(n: int, *, seed: int, kinds: tuple[str, ...] = KINDS, source: str = "demo-steps") -> list[PreferencePair]:
@@ -193,29 +174,33 @@ def make_pairs(n: int, *, seed: int, kinds: tuple[str, ...] = KINDS, source: str
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """An analysis as equations: what the target text says, and its verdict."""
+    """An analysis as data: its steps and checks, its text and verdict."""
 
     steps: tuple[Eq, ...]
-    checks: tuple[Eq, ...]
+    checks: tuple[Check, ...]
 
     @property
-    def eqs(self) -> tuple[Eq, ...]:
-        return self.steps + self.checks
+    def result(self) -> int:
+        return self.steps[-1].z
 
     @property
     def text(self) -> str:
-        return analysis_text(list(self.steps), list(self.checks))
+        return " ".join([*(f"Step {e.step}: {e.text}." for e in self.steps), *(c.text for c in self.checks)])
 
     @property
     def verdict(self) -> int:
-        return verdict_of(list(self.checks))
+        """Response 2 when only its check says right, else Response 1."""
+        rights = {c.response for c in self.checks if c.right}
+        return 2 if rights == {2} else 1
 
 
-def analysis(pair: PreferencePair, *, slips: dict[int, int] | None = None,
-             wrong_diff: dict[int, int] | None = None) -> Analysis:
-    """The analysis a judge writes with the given slips (none: the right analysis)."""
+def analysis(pair: PreferencePair, *, slips: dict[int, int] | None = None, flip_check: int | None = None) -> Analysis:
+    """The analysis a judge writes with the given slips (none: the right analysis); `flip_check`
+    (1 or 2) says the wrong word in that response's check."""
     steps = steps_of(chain_of(pair), slips)
-    return Analysis(tuple(steps), tuple(checks(steps[-1].z, stated(pair), wrong_diff)))
+    checks = tuple(Check(r + 1, v, (v == steps[-1].z) != (flip_check == r + 1))
+                   for r, v in enumerate(stated(pair)) if v is not None)
+    return Analysis(tuple(steps), checks)
 
 
 def response_example(pair: PreferencePair) -> str:
@@ -223,82 +208,174 @@ def response_example(pair: PreferencePair) -> str:
     return format_output(a.text, a.verdict, task=Task.RESPONSE)
 
 
-def first_difference(a: Analysis, b: Analysis) -> int | None:
-    """Index of the first equation where two analyses differ, or None if they agree throughout."""
-    for i, (x, y) in enumerate(zip(a.eqs, b.eqs)):
+_STEP = re.compile(r"Step (\d+): (-?\d+) ([-+]) (-?\d+) = (-?\d+)\.")
+_CHECK = re.compile(r"Response ([12]) says (-?\d+), (right|wrong)\.")
+
+
+def parse_analysis(text: str) -> Analysis | None:
+    """An analysis read back from text (a sampled critique), or None when it is not in the format."""
+    steps = tuple(Eq(int(s), int(x), op, int(y), int(z)) for s, x, op, y, z in _STEP.findall(text))
+    checks = tuple(Check(int(r), int(v), w == "right") for r, v, w in _CHECK.findall(text))
+    return Analysis(steps, checks) if steps else None
+
+
+def first_difference(a: Analysis, b: Analysis) -> tuple[str, int] | None:
+    """Where two analyses first differ: ("step", index) or ("check", index); None if they agree."""
+    for i, (x, y) in enumerate(zip(a.steps, b.steps)):
         if x != y:
-            return i
-    return None if len(a.eqs) == len(b.eqs) else min(len(a.eqs), len(b.eqs))
+            return ("step", i)
+    if len(a.steps) != len(b.steps):
+        return ("step", min(len(a.steps), len(b.steps)))
+    for i, (x, y) in enumerate(zip(a.checks, b.checks)):
+        if x != y:
+            return ("check", i)
+    return None
 
 
-def inverse_check(e: Eq) -> tuple[str, int]:
-    """Check `x op y = z` by the inverse operation: (text, difference); 0 means z is right."""
+def difference_kind(a: Analysis, b: Analysis) -> str:
+    """The kind of disagreement, for balancing: "step 3", "Response 2" or "agree"."""
+    at = first_difference(a, b)
+    if at is None:
+        return "agree"
+    where, i = at
+    return f"step {i + 1}" if where == "step" else f"Response {a.checks[i].response}"
+
+
+def inverse_check(e: Eq) -> tuple[str, bool]:
+    """Check `x op y = z` by the inverse operation: (text, whether z is right)."""
     back = e.z - e.y if e.op == "+" else e.z + e.y
-    inv_op = "-" if e.op == "+" else "+"
-    diff = back - e.x
-    return f"{e.z} {inv_op} {e.y} = {back}, {back} - {e.x} = {diff}", diff
+    inv = "-" if e.op == "+" else "+"
+    return f"Check {e.z} {inv} {e.y} = {back}, {'back to' if back == e.x else 'not'} {e.x}", back == e.x
 
 
 def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple[str, int]:
-    """The reflection comparing two critiques: the first equation where they differ, Critique 1's
-    value checked by the inverse operation. Critiques that agree throughout get `tie_choice`."""
-    i = first_difference(c1, c2)
-    if i is None or i >= min(len(c1.eqs), len(c2.eqs)):
-        return f"The critiques agree, Critique {tie_choice} is right.", tie_choice
-    e1, e2 = c1.eqs[i], c2.eqs[i]
-    check, diff = inverse_check(e1)
-    choice = 1 if diff == 0 else 2
-    return (f"Critique 1 {e1.label}: {e1.text}. Critique 2 {e2.label}: {e2.text}. "
-            f"{check}, Critique {choice} is right."), choice
+    """The reflection comparing two critiques: their steps side by side up to the first difference,
+    then Critique 1's value there checked by the inverse operation. Critiques that agree get
+    `tie_choice`."""
+    at = first_difference(c1, c2)
+    walked = c1.steps if at is None or at[0] == "check" else c1.steps[: at[1] + 1]
+    parts = [f"Step {e.step}: {e.text}, {f.text}." for e, f in zip(walked, c2.steps)]
+    if at is None:
+        choice = tie_choice
+        parts.append(f"The critiques agree, Critique {choice} is right.")
+    elif at[0] == "step":
+        text, ok = inverse_check(c1.steps[at[1]])
+        choice = 1 if ok else 2
+        parts.append(f"{text}, Critique {choice} is right.")
+    else:
+        k1, k2 = c1.checks[at[1]], c2.checks[at[1]]
+        result = c1.result
+        choice = 1 if k1.right == (k1.stated == result) else 2
+        parts.append(f"{k1.text[:-1]}; {k2.text[:-1]}. The result is {result}, Critique {choice} is right.")
+    return " ".join(parts), choice
 
 
-def wrong_analysis(rng: random.Random, pair: PreferencePair, how: str) -> tuple[Analysis, str]:
-    """An analysis with one slip ("step": a wrong step result, propagated; "check": a wrong
-    difference), and the label of the equation where it slipped (its kind of disagreement)."""
-    if how == "step":
-        chain = chain_of(pair)
-        at = rng.randrange(len(chain.ops))
-        return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), f"step {at + 1}"
-    r = rng.randrange(2)
-    right = analysis(pair).checks[r].z
-    return analysis(pair, wrong_diff={r: right + rng.choice((-1, 1, -2, 2, -10, 10))}), f"Response {r + 1}"
+def wrong_analysis(rng: random.Random, pair: PreferencePair, *, not_at: int | None = None) -> tuple[Analysis, int]:
+    """An analysis that slipped at one step (propagated), and that step's index."""
+    chain = chain_of(pair)
+    at = rng.choice([i for i in range(len(chain.ops)) if i != not_at])
+    return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), at
 
 
-@dataclass
 class Balance:
-    """Places the right critique first and second equally often per kind of disagreement."""
-
-    counts: Counter
+    """Places the critique chosen first and second equally often per kind of disagreement."""
 
     def __init__(self) -> None:
-        self.counts = Counter()
+        self.counts: Counter = Counter()
 
-    def right_first(self, kind: str) -> bool:
+    def chosen_first(self, kind: str) -> bool:
         n = self.counts[kind]
         self.counts[kind] += 1
         return n % 2 == 0
 
 
-def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance,
-                       *, agree_frac: float = 0.2) -> tuple[str, str, str, str]:
-    """(critique 1, critique 2, target output, kind): a right and a wrong analysis (or two that agree),
-    the right one first or second by `balance` per kind."""
+def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance) -> tuple[str, str, str, str]:
+    """(critique 1, critique 2, target output, kind of disagreement).
+
+    Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
+    slipped at different steps (the one right at the first difference is chosen), 10 % a right
+    analysis against one that misjudged a response. The chosen critique comes first or second
+    by `balance`, per kind."""
     right = analysis(pair)
-    if rng.random() < agree_frac:
-        kind = "agree"
-        first = balance.right_first(kind)
+    u = rng.random()
+    if u < 0.15:
+        first = balance.chosen_first("agree")
         text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2)
-        return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), kind
-    wrong, kind = wrong_analysis(rng, pair, "step" if rng.random() < 0.8 else "check")
-    c1, c2 = (right, wrong) if balance.right_first(kind) else (wrong, right)
+        return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree"
+    if u < 0.75:
+        good, (bad, _) = right, wrong_analysis(rng, pair)
+    elif u < 0.90:
+        a, i = wrong_analysis(rng, pair)
+        b, j = wrong_analysis(rng, pair, not_at=i)
+        good, bad = (a, b) if j < i else (b, a)  # the one that slipped later is right where they first differ
+    else:
+        good, bad = right, analysis(pair, flip_check=rng.choice((1, 2)))
+    kind = difference_kind(good, bad)
+    c1, c2 = (good, bad) if balance.chosen_first(kind) else (bad, good)
     text, choice = reflection_analysis(c1, c2, tie_choice=1)
     return c1.text, c2.text, format_output(text, choice, task=Task.ANALYSIS), kind
 
 
-def iter_training_texts(seed: int) -> Iterator[str]:
-    rng, balance = random.Random(seed), Balance()
-    for i in range(2000):
-        pair = make_pair(rng, kind=KINDS[i % 2], index=i)
-        yield pair.query
-        yield response_example(pair)
-        yield "\n".join(reflection_example(rng, pair, balance)[:3])
+def problem_of(pair: PreferencePair) -> Chain:
+    """The problem a pair asks (its chain), whatever the wording: what a held-out split keys on."""
+    return chain_of(pair)
+
+
+def _pair_on(rng: random.Random, chain: Chain, form: str | None, *, index: int, source: str) -> PreferencePair:
+    """A pair on `chain` asked in `form` (None: a random form, drawn last, as make_pair always drew it)."""
+    right = chain.answer
+    at = rng.randrange(len(chain.ops))
+    wrong = steps_of(chain, {at: slipped(rng, steps_of(chain)[at].z)})[-1].z
+    if wrong == right:
+        wrong = slipped(rng, right)
+    r_right, r_wrong = rng.choice(ANSWER_FORMS).format(v=right), rng.choice(ANSWER_FORMS).format(v=wrong)
+    label = rng.choice((1, 2))
+    r1, r2 = (r_right, r_wrong) if label == 1 else (r_wrong, r_right)
+    query = (form or rng.choice(QUESTION_FORMS)).format(e=chain.expression)
+    return PreferencePair.from_query(query, r1, r2, label=label, id=f"{source}:{index}",
+                                     source=source, subset=chain.kind)
+
+
+def fresh_pairs(pairs: list[PreferencePair], *, seed: int, source: str = "demo-steps-fresh") -> list[PreferencePair]:
+    """New pairs on the problems of `pairs`: each problem asked in every question form none of
+    `pairs` uses for it, with new answers (a new wrong one) in a new order. No conversation
+    repeats one of `pairs`: known prompts, fresh responses to judge, as a reward model meets them."""
+    rng = random.Random(seed)
+    problems: dict[Chain, set[str]] = {}
+    for pair in pairs:
+        problems.setdefault(problem_of(pair), set()).add(pair.query)
+    out: list[PreferencePair] = []
+    for chain, asked in problems.items():
+        for form in QUESTION_FORMS:
+            if form.format(e=chain.expression) not in asked:
+                out.append(_pair_on(rng, chain, form, index=len(out), source=source))
+    return out
+
+
+def other_problems(pairs: list[PreferencePair], avoid: list[PreferencePair]) -> list[PreferencePair]:
+    """The pairs of `pairs` whose problem none of `avoid` asks, in any wording."""
+    seen = {problem_of(p) for p in avoid}
+    return [p for p in pairs if problem_of(p) not in seen]
+
+
+def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
+    """Whether an analysis's arithmetic is true (a process reward's test).
+
+    A response analysis: its steps work `chain` (each step's operands from the question or the step
+    before, every result true) and each check follows from its result. A reflection: its inverse
+    check is true and its finding ("back to" / "not") follows from it."""
+    if task is Task.ANALYSIS:
+        m = re.search(r"Check (-?\d+) ([-+]) (\d+) = (-?\d+), (back to|not) (-?\d+)", text)
+        if m is None:
+            return "The critiques agree" in text or "The result is" in text
+        z, op, y, back, finding, x = m.groups()
+        return apply(int(z), op, int(y)) == int(back) and (finding == "back to") == (int(back) == int(x))
+    a = parse_analysis(text)
+    if a is None or chain is None or len(a.steps) != len(chain.ops):
+        return False
+    value = chain.start
+    for e, (op, y) in zip(a.steps, chain.ops):
+        if (e.x, e.op, e.y) != (value, op, y) or not e.right:
+            return False
+        value = e.z
+    return bool(a.checks) and all(c.right == (c.stated == a.result) for c in a.checks)

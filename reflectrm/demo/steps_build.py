@@ -36,11 +36,14 @@ class StepExample(NamedTuple):
 
 
 DECISIVE = (
-    re.compile(r"= (-?\d+)[.,]"),  # every equation's result (steps, checks, the inverse check)
-    re.compile(r"(-?\d+) [-+] \d+ = "),  # its first operand (copied from the question or the previous step):
+    re.compile(r"= (-?\d+)[.,]"),  # every equation's result (steps, the copies in a reflection, the inverse check)
+    re.compile(r"(-?\d+) [-+] \d+ = "),  # its first operand (copied from the question or the previous step)
     re.compile(r"-?\d+ [-+] (\d+) = "),  # and its second; a build that weighed only results never learned to copy them
-    re.compile(r"\d, (right|wrong)\."),  # each check's word
-    re.compile(r"Critique 1 (step \d|Response \d):"),  # which equation the reflection checks
+    re.compile(r"says (-?\d+), (?:right|wrong)"),  # the number a response states, copied
+    re.compile(r"-?\d+, (right|wrong)[.;]"),  # each check's word
+    re.compile(r"(?:^<Analysis>|\. )(Step|Check|The critiques|Response)"),  # a reflection: walk on, or check here
+    re.compile(r", (back to|not) -?\d+"),  # the inverse check's finding
+    re.compile(r"(?:back to|not) (-?\d+)"),  # and the value it compares with
     re.compile(r"Critique (\d) is right"),  # the reflection's decision
     re.compile(r"<Result>(?:Response|Critique) (\d)"),  # the verdict
 )
@@ -83,6 +86,19 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
     return (out if render else []), pairs
 
 
+def trained_problems(card: dict[str, Any]) -> set[Any]:
+    """The problems (chains) every training stage of the judge with this demo card asked, in any
+    wording: what a held-out set must leave out. A judge built with --init has a prior stage."""
+    seen: set[Any] = set()
+    stage = card
+    while stage:
+        args = stage.get("build_args") or {}
+        _, pairs = training_examples(int(args.get("pairs", 16000)), seed=int(args.get("seed", TRAIN_SEED)), render=False)
+        seen |= {chain_of(p) for p in pairs}
+        stage = args.get("prior") or stage.get("prior")
+    return seen
+
+
 def _result_span(target: str, step: int) -> tuple[int, int]:
     """Character span of step `step`'s result in a response target."""
     m = list(re.finditer(r"= (-?\d+)\.", target))[step]
@@ -115,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         before = json.loads((args.init / "demo_card.json").read_text())
         args.prior = {k: before.get(k) for k in ("trained_steps", "train_seconds", "build_args", "prior")}
     else:
-        tokenizer = build_tokenizer([ex.prompt + ex.target for ex in examples[:6000]], vocab_size=args.vocab_size)
+        tokenizer = build_tokenizer([ex.prompt + ex.target for ex in examples[:6000]], vocab_size=args.vocab_size,
+                                    spaced_numbers=True)
         model = build_model(len(tokenizer), tokenizer)
     log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
 
