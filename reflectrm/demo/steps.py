@@ -1,8 +1,10 @@
 """A multi-step demo domain in which checking one step is easier than getting every step right.
 
-Each pair asks a running sum of four to six steps ("What is 7 + 5 - 3 + 8 - 6?"); one response
-states the right result, the other the result of a chain that slipped at one step. An analysis
-writes every step, then compares each response's number with its own result:
+Each pair asks a running sum of four to six numbered steps ("Start with 7. Step 1: add 5. Step 2:
+subtract 3. Step 3: add 8. Step 4: subtract 6. What is the result?"); one response states the
+right result, the other the result of a chain that slipped at one step. An analysis writes every
+step (numbered as the question numbers them, so each step's operand is found by its number),
+then compares each response's number with its own result:
 
     Step 1: 7 + 5 = 12. Step 2: 12 - 3 = 9. Step 3: 9 + 8 = 17. Step 4: 17 - 6 = 11.
     Response 1 says 11, right. Response 2 says 12, wrong.
@@ -35,7 +37,8 @@ from reflectrm.core.prompts import Task, format_output
 from reflectrm.core.types import PreferencePair
 
 KINDS = ("steps4", "steps5", "steps6")
-QUESTION_FORMS = ("What is {e}?", "Compute {e}.", "Calculate {e}.", "{e} = ?")
+QUESTION_FORMS = ("Start with {s}. {steps} What is the result?", "A counter shows {s}. {steps} What does it show now?",
+                  "Take {s}. {steps} What number do you get?", "You have {s} points. {steps} How many points now?")
 ANSWER_FORMS = ("The answer is {v}.", "{v}", "It is {v}.", "It equals {v}.", "The result is {v}.")
 MIN_VALUE, MAX_VALUE = 1, 40
 SLIPS = (-1, 1, -2, 2, -10, 10)
@@ -54,7 +57,11 @@ class Chain:
 
     @property
     def expression(self) -> str:
-        return " ".join([str(self.start), *(f"{op} {b}" for op, b in self.ops)])
+        """The steps as the question lists them: "Step 1: add 5. Step 2: subtract 3." """
+        return " ".join(f"Step {i}: {'add' if op == '+' else 'subtract'} {b}." for i, (op, b) in enumerate(self.ops, 1))
+
+    def question(self, form: str) -> str:
+        return form.format(s=self.start, steps=self.expression)
 
     @property
     def answer(self) -> int:
@@ -134,15 +141,19 @@ def slipped(rng: random.Random, right: int) -> int:
 
 
 _NUMBER = re.compile(r"-?\d+")
-_EXPR = re.compile(r"(\d+)((?:\s*[-+]\s*\d+){2,8})")
-_OP = re.compile(r"([-+])\s*(\d+)")
+_QUESTION = re.compile(r"(\d+)[^\d]*?((?:Step \d+: (?:add|subtract) \d+\.\s*){2,8})")
+_OP = re.compile(r"Step (\d+): (add|subtract) (\d+)\.")
 
 
 def chain_in(text: str) -> Chain | None:
-    m = _EXPR.search(text)
+    """The running sum a question asks (its start, then its numbered steps in order), or None."""
+    m = _QUESTION.search(text)
     if not m:
         return None
-    return Chain(int(m.group(1)), tuple((op, int(b)) for op, b in _OP.findall(m.group(2))))
+    found = _OP.findall(m.group(2))
+    if [int(i) for i, _, _ in found] != list(range(1, len(found) + 1)):
+        return None
+    return Chain(int(m.group(1)), tuple(("+" if op == "add" else "-", int(b)) for _, op, b in found))
 
 
 def chain_of(pair: PreferencePair) -> Chain:
@@ -331,7 +342,7 @@ def _pair_on(rng: random.Random, chain: Chain, form: str | None, *, index: int, 
     r_right, r_wrong = rng.choice(ANSWER_FORMS).format(v=right), rng.choice(ANSWER_FORMS).format(v=wrong)
     label = rng.choice((1, 2))
     r1, r2 = (r_right, r_wrong) if label == 1 else (r_wrong, r_right)
-    query = (form or rng.choice(QUESTION_FORMS)).format(e=chain.expression)
+    query = chain.question(form or rng.choice(QUESTION_FORMS))
     return PreferencePair.from_query(query, r1, r2, label=label, id=f"{source}:{index}",
                                      source=source, subset=chain.kind)
 
@@ -347,7 +358,7 @@ def fresh_pairs(pairs: list[PreferencePair], *, seed: int, source: str = "demo-s
     out: list[PreferencePair] = []
     for chain, asked in problems.items():
         for form in QUESTION_FORMS:
-            if form.format(e=chain.expression) not in asked:
+            if chain.question(form) not in asked:
                 out.append(_pair_on(rng, chain, form, index=len(out), source=source))
     return out
 
