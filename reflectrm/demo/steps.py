@@ -390,3 +390,12 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
             return False
         value = e.z
     return bool(a.checks) and all(c.right == (c.stated == a.result) for c in a.checks)
+
+
+EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    ("Start with 12. Step 1: add 7. Step 2: subtract 4. Step 3: add 9. Step 4: subtract 6. What is the result?",
+     "The answer is 18.", "The answer is 17."),
+    ("A counter shows 25. Step 1: subtract 8. Step 2: add 6. Step 3: subtract 9. Step 4: add 3. Step 5: add 7. "
+     "What does it show now?", "It is 24.", "It is 14."),
+)
+"""(query, response 1, response 2) the app offers as examples in the Judge tab."""
