@@ -1,6 +1,6 @@
 """Does self-reflection work on a demo judge? Every figure of issue 15's first block, on held-out pairs.
 
-    python bench/demo_reflection.py --model DIR [--pairs 600] [--batch-size 8] [--out FILE.json]
+    python bench/demo_reflection.py --model DIR [--pairs 600] [--batch-size 8] [--backend vllm] [--out FILE.json]
 
 Judges held-out multi-step pairs (`reflectrm.demo.steps`; problems the build trained on are left
 out, in any wording) with the real pipeline: greedy, then two-stage ReflectRM with N = 8 samples.
@@ -120,10 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--out", type=Path, help="also write the figures (and judgments as FILE.jsonl) here")
+    ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
+                    help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
     args = ap.parse_args(argv)
     card = json.loads((args.model / "demo_card.json").read_text())
     pairs = heldout_pairs(args.pairs, card)
-    backend = load_backend(str(args.model))
+    backend = load_backend(str(args.model), backend=args.backend)
     config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)
     t0 = time.perf_counter()
     greedy = list(judge_many(pairs, backend, config.with_(strategy="greedy"), batch_size=16))
@@ -147,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         by_kind[kind] = {name: sum(c[i] for i in idx) / len(idx) for name, c in correct.items()}
     figures = {
         "model": str(args.model),
+        "backend": args.backend,
         "build": {k: card.get(k) for k in ("trained_steps", "train_seconds", "build_args")},
         "heldout_pairs": len(pairs),
         "accuracy": {name: sum(c) / len(c) for name, c in correct.items()},

@@ -29,6 +29,7 @@ OUT/results.json).
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import logging
@@ -102,7 +103,7 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path
             print(f"  {label:<34} greedy {result['greedy']:.3f}  two-stage {result['two_stage']:.3f}  majority "
                   f"{result['majority']:.3f}  samples {result['sample_accuracy']:.3f}  (cached from an earlier run)")
         return result
-    backend = load_backend(model, device="cpu")
+    backend = judge_backend(model)
     started = time.perf_counter()
     greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=MAX_TOKENS), batch_size=16))
     two = list(judge_many(pairs, backend, JudgeConfig(max_new_tokens=MAX_TOKENS, reflection_max_new_tokens=MAX_TOKENS),
@@ -128,6 +129,19 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path
     print(f"  {'':<34} stage 2: anchor right {out['anchor_accuracy']:.3f}; a reflection between a right and a wrong "
           f"analysis picks the right one {out['reflection_picks_right']:.3f} ({out['decisive_reflections']})")
     return out
+
+
+ENGINE = {"backend": "transformers"}
+
+
+def judge_backend(model: str) -> Any:
+    """The engine that judges (--eval-backend); one vLLM engine at a time."""
+    if ENGINE["backend"] == "vllm":
+        if ENGINE.pop("open", None) is not None:
+            gc.collect()  # the previous engine's memory (weights, KV cache) goes before the next one's
+        ENGINE["open"] = load_backend(model, backend="vllm")
+        return ENGINE["open"]
+    return load_backend(model, device="cpu")
 
 
 def stage2(judgments: list[Judgment]) -> dict[str, Any]:
@@ -233,7 +247,7 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=parse_mix(args.mix), seed=0)
     started = time.perf_counter()
     stored, _ = cached(cache_path(out / "cache", "rollouts", args.model, held_in),
-                       lambda: [j.to_dict() for j in collect_rollouts(held_in, load_backend(args.model, device="cpu"),
+                       lambda: [j.to_dict() for j in collect_rollouts(held_in, judge_backend(args.model),
                                                                       data_config, batch_size=16)])
     judgments = [Judgment.from_dict(d) for d in stored]
     built = build_training_set(judgments, config=data_config, eval_pairs=held_out + unseen)
@@ -259,7 +273,7 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     # problems nothing so far trained on or measured, so what changes is the corrections' doing
     pool = DOMAIN.other_problems(DOMAIN.make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
                                                    source="bench-corrections"), held_out + held_in + unseen)
-    backend = load_backend(model, device="cpu")
+    backend = judge_backend(model)
     judged = list(judge_many(pool, backend, JudgeConfig(strategy="majority", max_new_tokens=MAX_TOKENS), batch_size=16))
     wrong_pool = [j.pair for j in judged if not j.correct][: args.corrections]
     # the corrected problems asked in their other wordings, with new answers: never trained on
@@ -364,6 +378,8 @@ def main() -> int:
                     help="bf16 autocast over fp32 weights (default: on when the CPU has AMX or AVX512-BF16)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
     ap.add_argument("--skip-corrections", action="store_true")
+    ap.add_argument("--eval-backend", default="transformers", choices=("transformers", "vllm"),
+                    help="the engine of every measurement and rollout (vllm: the `vllm` extra, much faster here)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
     ap.add_argument("--cache", action="store_true",
                     help="reuse OUT/cache: the starting judge's figures and rollouts from an earlier run (tuning)")
@@ -374,6 +390,7 @@ def main() -> int:
     if args.replay < 0:
         ap.error(f"--replay must be >= 0 (part 1's examples per correction example), got {args.replay}")
     CACHE["on"] = args.cache
+    ENGINE["backend"] = args.eval_backend
     if args.quick:
         args.eval_pairs, args.unseen_pairs, args.correction_pairs = 12, 12, 24
         args.minutes, args.corrections_minutes, args.max_steps = 1.0, 0.5, 3

@@ -71,7 +71,8 @@ def test_inverse_check_passes_exactly_for_the_right_value(op, x, y):
     for z in range(right - 12, right + 13):
         text, ok = steps.inverse_check(steps.Eq(3, x, op, y, z))
         assert ok == (z == right)
-        assert text.startswith(f"Check {z} ") and text.endswith(("back to" if ok else "not") + f" {x}")
+        back = z - y if op == "+" else z + y
+        assert text == f"Check {z} {'-' if op == '+' else '+'} {y} = {back}, {back} - {x} = {back - x}"
 
 
 def test_reflection_walks_to_the_first_difference_checks_it_and_picks_the_critique_right_there():
@@ -94,8 +95,8 @@ def test_reflection_walks_to_the_first_difference_checks_it_and_picks_the_critiq
             assert parsed.analysis.count("Step ") == i + 1 and f"Step {i + 1}: " in parsed.analysis
             assert "Check " in parsed.analysis
         else:
-            assert chosen.checks[i].right == (chosen.checks[i].stated == chosen.result)
-            assert f"The result is {a.result}" in parsed.analysis
+            c = chosen.checks[i]
+            assert c.d == c.stated - c.computed and f"= {c.d}, Critique" in parsed.analysis
         if all(e.right for e in chosen.steps):  # a right analysis is always chosen over a wrong one
             assert chosen == analysis(p)
     assert {"agree", "step 1", "step 4", "Response 1", "Response 2"} <= set(seen)
@@ -166,12 +167,12 @@ def test_build_step_examples_leave_the_slipped_result_out_of_the_loss():
 def test_build_weighs_the_reflections_decisions():
     from reflectrm.demo.steps_build import StepExample, spans
 
-    target = ("<Analysis>Step 1: 9 + 8 = 17, 9 + 8 = 16. Check 17 - 8 = 9, back to 9, Critique 1 is right."
+    target = ("<Analysis>Step 1: 9 + 8 = 17, 9 + 8 = 16. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right."
               "</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>")
     taught, _ = spans(StepExample("p", target))
     words = Counter(target[a:b] for a, b in taught)
-    assert words["back to"] == 1 and words["Check"] == 1 and words["Step"] == 1
-    assert words["17"] == 2 and words["16"] == 1 and words["9"] >= 3 and words["1"] == 2
+    assert words["Check"] == 1 and words["Step"] == 1 and words["0"] == 1
+    assert words["17"] == 2 and words["16"] == 1 and words["9"] >= 4 and words["1"] == 2
 
 
 def test_arithmetic_reward_checks_running_sums_step_by_step():
@@ -186,10 +187,10 @@ def test_arithmetic_reward_checks_running_sums_step_by_step():
     prompt = messages_to_dicts(response_prompt(p))
     texts = [steps.response_example(p), f"<Analysis>{slip.text}</Analysis>\n<Result>Response 1 is better</Result>",
              f"<Analysis>{copied_wrong}</Analysis>\n<Result>Response 1 is better</Result>",
-             f"<Analysis>{analysis(p, flip_check=1).text}</Analysis>\n<Result>Response 1 is better</Result>"]
+             f"<Analysis>{analysis(p, wrong_diff={1: 5}).text}</Analysis>\n<Result>Response 1 is better</Result>"]
     assert arithmetic_reward([prompt] * 4, texts, ["response"] * 4) == [1.0, 0.0, 0.0, 0.0]
     refl_prompt = messages_to_dicts(reflection_prompt(p, right.text, slip.text))
     good, _ = reflection_analysis(right, slip, tie_choice=1)
-    bad = good.replace("back to", "not")
+    bad = good.replace(" = 0, Critique", " = 1, Critique")
     outs = [f"<Analysis>{t}</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>" for t in (good, bad)]
     assert arithmetic_reward([refl_prompt] * 2, outs, ["analysis"] * 2) == [1.0, 0.0]

@@ -20,7 +20,7 @@ from typing import Any
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
-from reflectrm.demo import steps
+from reflectrm.demo.steps import analysis_true, chain_in
 from reflectrm.demo.tasks import KIND_OF, Problem, problem_in
 from reflectrm.training.rewards import completion_text
 
@@ -54,9 +54,9 @@ def arithmetic_reward(prompts: Sequence[Any], completions: Sequence[Any], task: 
     for prompt, completion, kind in zip(prompts, completions, task, strict=True):
         text = _prompt_text(prompt)
         analysis = parse_output(completion_text(completion), task=Task(kind)).analysis
-        chain = steps.chain_in(text)
+        chain = chain_in(text)
         if chain is not None:  # the multi-step domain (`reflectrm.demo.steps`): its own format and checks
-            rewards.append(1.0 if steps.analysis_true(analysis, chain, task=Task(kind)) else 0.0)
+            rewards.append(1.0 if analysis_true(analysis, chain, task=Task(kind)) else 0.0)
             continue
         problem = problem_in(text)
         rewards.append(1.0 if problem is not None and arithmetic_true(analysis, problem) else 0.0)

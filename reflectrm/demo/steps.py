@@ -4,10 +4,13 @@ Each pair asks a running sum of four to six numbered steps ("Start with 7. Step 
 subtract 3. Step 3: add 8. Step 4: subtract 6. What is the result?"); one response states the
 right result, the other the result of a chain that slipped at one step. An analysis writes every
 step (numbered as the question numbers them, so each step's operand is found by its number),
-then compares each response's number with its own result:
+then checks each response's number by subtracting its own result (0 means right):
 
     Step 1: 7 + 5 = 12. Step 2: 12 - 3 = 9. Step 3: 9 + 8 = 17. Step 4: 17 - 6 = 11.
-    Response 1 says 11, right. Response 2 says 12, wrong.
+    Response 1: 11 - 11 = 0, right. Response 2: 12 - 11 = 1, wrong.
+
+(A subtraction, not "Response 1 says 11, right": a tiny model learns whether two numbers are equal
+as it learns the other arithmetic facts, never directly; the shipped arithmetic judge found it.)
 
 A sampled analysis that slips at any of its k steps ends wrong (right with roughly p^k). A
 reflection between two critiques walks their steps side by side until the first one where they
@@ -15,11 +18,11 @@ differ, and checks only that step, by the inverse operation: a different arithme
 the one the critiques used (a judge that misremembers 9 + 8 has no reason to misremember 17 - 8):
 
     Step 1: 7 + 5 = 12, 7 + 5 = 12. Step 2: 12 - 3 = 9, 12 - 3 = 9. Step 3: 9 + 8 = 17, 9 + 8 = 16.
-    Check 17 - 8 = 9, back to 9, Critique 1 is right.
+    Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
 
-"back to" means Critique 1's value at that step is right; "not" means it is wrong and Critique 2
-is chosen. Critiques that differ only in a response's check are decided by the agreed result;
-critiques that agree throughout are a tie. Every judgment is exactly verifiable. Pure standard
+A difference of 0 means Critique 1's value at that step is right; anything else, that it is wrong
+and Critique 2 is chosen. Critiques that differ only in a response's check are decided by that
+check worked afresh; critiques that agree throughout are a tie. Every judgment is exactly verifiable. Pure standard
 library.
 
 Kinds (the pair's `subset`): ``steps4``, ``steps5``, ``steps6``: starts 5..30, operands 2..9,
@@ -89,15 +92,20 @@ class Eq:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One response's check: the number it states against the analysis's result."""
+    """One response's check: `stated - computed = d`, right when d is 0 (`d` as written: it may be wrong)."""
 
     response: int
     stated: int
-    right: bool
+    computed: int
+    d: int
+
+    @property
+    def right(self) -> bool:
+        return self.d == 0
 
     @property
     def text(self) -> str:
-        return f"Response {self.response} says {self.stated}, {'right' if self.right else 'wrong'}."
+        return f"Response {self.response}: {self.stated} - {self.computed} = {self.d}, {'right' if self.right else 'wrong'}."
 
 
 def apply(x: int, op: str, y: int) -> int:
@@ -200,16 +208,18 @@ class Analysis:
 
     @property
     def verdict(self) -> int:
-        """Response 2 when only its check says right, else Response 1."""
+        """Response 2 when only its check is 0, else Response 1."""
         rights = {c.response for c in self.checks if c.right}
         return 2 if rights == {2} else 1
 
 
-def analysis(pair: PreferencePair, *, slips: dict[int, int] | None = None, flip_check: int | None = None) -> Analysis:
-    """The analysis a judge writes with the given slips (none: the right analysis); `flip_check`
-    (1 or 2) says the wrong word in that response's check."""
+def analysis(pair: PreferencePair, *, slips: dict[int, int] | None = None,
+             wrong_diff: dict[int, int] | None = None) -> Analysis:
+    """The analysis a judge writes with the given slips (none: the right analysis): `slips` maps a
+    step index to a wrong result, `wrong_diff` a response (1 or 2) to a wrongly worked difference."""
     steps = steps_of(chain_of(pair), slips)
-    checks = tuple(Check(r + 1, v, (v == steps[-1].z) != (flip_check == r + 1))
+    result, wrong_diff = steps[-1].z, wrong_diff or {}
+    checks = tuple(Check(r + 1, v, result, wrong_diff.get(r + 1, v - result))
                    for r, v in enumerate(stated(pair)) if v is not None)
     return Analysis(tuple(steps), checks)
 
@@ -220,13 +230,13 @@ def response_example(pair: PreferencePair) -> str:
 
 
 _STEP = re.compile(r"Step (\d+): (-?\d+) ([-+]) (-?\d+) = (-?\d+)\.")
-_CHECK = re.compile(r"Response ([12]) says (-?\d+), (right|wrong)\.")
+_CHECK = re.compile(r"Response ([12]): (-?\d+) - (-?\d+) = (-?\d+), (?:right|wrong)\.")
 
 
 def parse_analysis(text: str) -> Analysis | None:
     """An analysis read back from text (a sampled critique), or None when it is not in the format."""
     steps = tuple(Eq(int(s), int(x), op, int(y), int(z)) for s, x, op, y, z in _STEP.findall(text))
-    checks = tuple(Check(int(r), int(v), w == "right") for r, v, w in _CHECK.findall(text))
+    checks = tuple(Check(int(r), int(v), int(c), int(d)) for r, v, c, d in _CHECK.findall(text))
     return Analysis(steps, checks) if steps else None
 
 
@@ -256,7 +266,7 @@ def inverse_check(e: Eq) -> tuple[str, bool]:
     """Check `x op y = z` by the inverse operation: (text, whether z is right)."""
     back = e.z - e.y if e.op == "+" else e.z + e.y
     inv = "-" if e.op == "+" else "+"
-    return f"Check {e.z} {inv} {e.y} = {back}, {'back to' if back == e.x else 'not'} {e.x}", back == e.x
+    return f"Check {e.z} {inv} {e.y} = {back}, {back} - {e.x} = {back - e.x}", back == e.x
 
 
 def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple[str, int]:
@@ -273,11 +283,11 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple
         text, ok = inverse_check(c1.steps[at[1]])
         choice = 1 if ok else 2
         parts.append(f"{text}, Critique {choice} is right.")
-    else:
-        k1, k2 = c1.checks[at[1]], c2.checks[at[1]]
-        result = c1.result
-        choice = 1 if k1.right == (k1.stated == result) else 2
-        parts.append(f"{k1.text[:-1]}; {k2.text[:-1]}. The result is {result}, Critique {choice} is right.")
+    else:  # the steps agree, a check differs: work that check afresh
+        k1 = c1.checks[at[1]]
+        d = k1.stated - k1.computed
+        choice = 1 if k1.d == d else 2
+        parts.append(f"Response {k1.response}: {k1.stated} - {k1.computed} = {d}, Critique {choice} is right.")
     return " ".join(parts), choice
 
 
@@ -305,7 +315,7 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
 
     Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
     slipped at different steps (the one right at the first difference is chosen), 10 % a right
-    analysis against one that misjudged a response. The chosen critique comes first or second
+    analysis against one that worked a response's check wrong. The chosen critique comes first or second
     by `balance`, per kind."""
     right = analysis(pair)
     u = rng.random()
@@ -320,7 +330,8 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
         b, j = wrong_analysis(rng, pair, not_at=i)
         good, bad = (a, b) if j < i else (b, a)  # the one that slipped later is right where they first differ
     else:
-        good, bad = right, analysis(pair, flip_check=rng.choice((1, 2)))
+        r = rng.choice((1, 2))
+        good, bad = right, analysis(pair, wrong_diff={r: right.checks[r - 1].d + rng.choice(SLIPS)})
     kind = difference_kind(good, bad)
     c1, c2 = (good, bad) if balance.chosen_first(kind) else (bad, good)
     text, choice = reflection_analysis(c1, c2, tie_choice=1)
@@ -374,13 +385,14 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
 
     A response analysis: its steps work `chain` (each step's operands from the question or the step
     before, every result true) and each check follows from its result. A reflection: its inverse
-    check is true and its finding ("back to" / "not") follows from it."""
+    check is true (the step's value taken back, then its difference from the step's start)."""
     if task is Task.ANALYSIS:
-        m = re.search(r"Check (-?\d+) ([-+]) (\d+) = (-?\d+), (back to|not) (-?\d+)", text)
+        m = re.search(r"Check (-?\d+) ([-+]) (\d+) = (-?\d+), (-?\d+) - (-?\d+) = (-?\d+)", text)
         if m is None:
-            return "The critiques agree" in text or "The result is" in text
-        z, op, y, back, finding, x = m.groups()
-        return apply(int(z), op, int(y)) == int(back) and (finding == "back to") == (int(back) == int(x))
+            m = re.search(r"Response [12]: (-?\d+) - (-?\d+) = (-?\d+), Critique", text)
+            return ("The critiques agree" in text) if m is None else int(m[1]) - int(m[2]) == int(m[3])
+        z, op, y, back, again, x, d = m.groups()
+        return apply(int(z), op, int(y)) == int(back) == int(again) and int(again) - int(x) == int(d)
     a = parse_analysis(text)
     if a is None or chain is None or len(a.steps) != len(chain.ops):
         return False
@@ -389,7 +401,7 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
         if (e.x, e.op, e.y) != (value, op, y) or not e.right:
             return False
         value = e.z
-    return bool(a.checks) and all(c.right == (c.stated == a.result) for c in a.checks)
+    return bool(a.checks) and all(c.computed == a.result and c.d == c.stated - c.computed for c in a.checks)
 
 
 EXAMPLES: tuple[tuple[str, str, str], ...] = (

@@ -24,9 +24,10 @@ def test_rewards_and_runs_use_the_standard_library_and_the_core_only():
     # The reward functions run inside TRL's loop and the run files are read by the app: keep both light.
     # The demo domain's arithmetic reward is a plugin TRL calls in the same loop: it and its domain keep the same rule.
     light = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.rewards", "reflectrm.demo.rewards",
-             "reflectrm.demo.tasks", "__future__")
+             "reflectrm.demo.tasks", "reflectrm.demo.steps", "__future__")
     for path in (ROOT / "reflectrm" / "training" / "rewards.py", ROOT / "reflectrm" / "training" / "runs.py",
-                 ROOT / "reflectrm" / "demo" / "rewards.py", ROOT / "reflectrm" / "demo" / "tasks.py"):
+                 ROOT / "reflectrm" / "demo" / "rewards.py", ROOT / "reflectrm" / "demo" / "tasks.py",
+                 ROOT / "reflectrm" / "demo" / "steps.py"):
         bad = [n for n in _imports(Path(path)) if n.split(".")[0] not in sys.stdlib_module_names
                and not n.startswith(light)]
         assert bad == [], path.name
