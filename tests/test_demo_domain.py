@@ -91,3 +91,10 @@ def test_every_example_asks_a_problem_of_its_domain_with_one_right_answer(domain
         answer = problem.answer
         stated = [tasks.stated_value(r, problem) if domain is tasks else steps.stated_value(r) for r in (r1, r2)]
         assert stated.count(answer) == 1, (query, stated, answer)
+
+
+def test_each_domain_has_an_output_budget():
+    from reflectrm.demo import output_tokens
+
+    assert output_tokens(tasks) == 96 and output_tokens(steps) == 160
+

@@ -25,8 +25,8 @@ from types import ModuleType
 from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.errors import ConfigError
 
-__all__ = ["CARD", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "demo_domain", "domain_name", "domain_of",
-           "judge_domain", "pair_source"]
+__all__ = ["CARD", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "OUTPUT_TOKENS", "demo_domain", "domain_name",
+           "domain_of", "judge_domain", "output_tokens", "pair_source"]
 
 CARD = "demo_card.json"
 """The file a demo judge's folder describes its build in (written by the build tools)."""
@@ -36,6 +36,9 @@ DEFAULT_DOMAIN = "reflectrm.demo.tasks"
 
 DOMAINS: dict[str, str] = {"reflectrm.demo.tasks": "demo-arith", "reflectrm.demo.steps": "demo-steps"}
 """The domains a demo card may name, each with the data-set name (`source`) its demo pairs get."""
+
+OUTPUT_TOKENS: dict[str, int] = {"reflectrm.demo.tasks": 96, "reflectrm.demo.steps": 160}
+"""Tokens one analysis or reflection of each domain's judge needs at most (arithmetic 40-70, running sums up to 150)."""
 
 
 def domain_name(model_dir: str | Path) -> str:
@@ -87,3 +90,8 @@ def judge_domain(model: str | Path) -> ModuleType | None:
 def pair_source(domain: ModuleType) -> str:
     """The data-set name demo pairs of `domain` are stored under ("demo-arith", "demo-steps")."""
     return DOMAINS[domain.__name__]
+
+
+def output_tokens(domain: ModuleType) -> int:
+    """A `max_new_tokens` that fits any analysis or reflection of `domain`'s judge (short budgets keep CPU runs quick)."""
+    return OUTPUT_TOKENS[domain.__name__]
