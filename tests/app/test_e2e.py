@@ -164,9 +164,10 @@ def open_tab(page: Page, name: str) -> None:
 
 
 def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -> None:
-    page.fill("#judge-query textarea", "What is 47 + 38?")
-    page.fill("#judge-r1 textarea", "47 + 38 = 85.")
-    page.fill("#judge-r2 textarea", "The answer is 75.")
+    query, r1, r2 = demo_domain().EXAMPLES[0]  # a pair of the shipped judge's own domain, typed in
+    page.fill("#judge-query textarea", query)
+    page.fill("#judge-r1 textarea", r1)
+    page.fill("#judge-r2 textarea", r2)
     page.click("#judge-run")
     verdict = wait_value(page, "judge-verdict", r"^(Response [12] is better than Response [12]|ABSTAIN)")
     assert verdict.startswith("Response"), verdict
