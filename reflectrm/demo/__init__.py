@@ -93,5 +93,5 @@ def pair_source(domain: ModuleType) -> str:
 
 
 def output_tokens(domain: ModuleType) -> int:
-    """A `max_new_tokens` that fits any analysis or reflection of `domain`'s judge (short budgets keep CPU runs quick)."""
+    """A `max_new_tokens` that fits any analysis or reflection of `domain`'s judge (short ones keep CPU runs quick)."""
     return OUTPUT_TOKENS[domain.__name__]

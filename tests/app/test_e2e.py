@@ -198,7 +198,8 @@ def test_clicking_an_example_fills_the_form_and_judges_nothing(page: Page) -> No
     page.fill("#judge-messages textarea", '[{"role": "user", "content": "would override the query"}]')
     query, r1, r2 = demo_domain().EXAMPLES[-1]  # the shipped judge's own domain
     page.locator("#judge-examples").get_by_text(query).first.click()
-    assert wait_value(page, "judge-status", r"^example \d+ filled in").startswith(f"example {len(demo_domain().EXAMPLES)}")
+    status = wait_value(page, "judge-status", r"^example \d+ filled in")
+    assert status.startswith(f"example {len(demo_domain().EXAMPLES)} ")
     assert [value(page, e) for e in ("judge-query", "judge-messages", "judge-r1", "judge-r2")] == [query, "", r1, r2]
     assert value(page, "judge-verdict") == "" and value(page, "judge-id") == ""  # the user presses Judge
 

@@ -165,7 +165,8 @@ def test_audit_records_linked_twins(biased_services: AppServices, pair: Preferen
 def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServices) -> None:
     biased_services.add_demo_pairs(6)
     seen: list[float] = []
-    report = biased_services.batch_audit(biased_services.demo_source(), sample=5, seed=1, progress=lambda e: seen.append(e.fraction))
+    report = biased_services.batch_audit(biased_services.demo_source(), sample=5, seed=1,
+                                         progress=lambda e: seen.append(e.fraction))
     total = report.subsets[-1]
     assert total.subset == "all" and total.pairs == 5
     assert total.flip_rate == 1.0 and total.first_position_win_rate == 1.0

@@ -42,7 +42,7 @@ def test_a_running_sum_judge_holds_out_its_domain_minus_the_problems_it_trained_
     assert seen_cards == [card]  # the shipped card says what its build trained on
     assert len(bench.pairs) == DEMO_HELDOUT_PAIRS and bench.source.startswith("reflectrm.demo.steps")
     assert not {steps.problem_of(p) for p in bench.pairs} & trained
-    assert list(bench.pairs[:10]) == [p for p in stream if steps.problem_of(p) not in trained][:10]  # the stream's order
+    assert list(bench.pairs[:10]) == [p for p in stream if steps.problem_of(p) not in trained][:10]  # stream order
 
 
 def test_a_running_sum_judge_with_a_real_small_build_card(tmp_path, monkeypatch):
