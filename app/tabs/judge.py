@@ -78,7 +78,8 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
     settings, example_rows = wb.services.settings, wb.services.judge_examples()
     with gr.Row():
         with gr.Column(scale=3):
-            query = gr.Textbox(label="Query", lines=2, placeholder="What is 17 + 8?", elem_id="judge-query")
+            query = gr.Textbox(label="Query", lines=2, elem_id="judge-query",
+                               placeholder=example_rows[0][0] if example_rows else "What is 17 + 8?")
             messages = gr.Textbox(label="Or a multi-turn conversation (a JSON list of turns; overrides the query)",
                                   lines=1, max_lines=12, elem_id="judge-messages",
                                   placeholder='[{"role": "user", "content": "hi"}, {"role": "assistant", '
