@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from reflectrm_app.records import (
@@ -40,7 +41,7 @@ from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
-from reflectrm.demo import DEMO_MODEL_DIR
+from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, judge_domain, pair_source
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
 from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
@@ -203,11 +204,28 @@ class AppServices:
     def import_file(self, path: Path, *, source: str | None = None) -> ImportReport:
         return self.store.import_pairs(Path(path), source=source or None)
 
-    def add_demo_pairs(self, count: int, *, seed: int = 0) -> ImportReport:
-        """Labelled demo arithmetic pairs (source "demo-arith"), the demo judge's domain."""
-        from reflectrm.demo.tasks import make_pairs
+    def demo_domain(self) -> ModuleType:
+        """The demo task domain the app offers: the active judge's when it is a demo judge, else the shipped one's."""
+        return judge_domain(self.active_judge()) or demo_domain()
 
-        return self.store.add_pairs(make_pairs(count, seed=seed))
+    def demo_source(self) -> str:
+        """The data set `add_demo_pairs` adds to ("demo-arith", "demo-steps": `demo_domain`'s)."""
+        return pair_source(self.demo_domain())
+
+    def add_demo_pairs(self, count: int, *, seed: int = 0) -> ImportReport:
+        """Labelled pairs of the demo domain (`demo_domain`; data set `demo_source()`): checkable problems."""
+        domain = self.demo_domain()
+        return self.store.add_pairs(domain.make_pairs(count, seed=seed, source=pair_source(domain)))
+
+    def judge_examples(self) -> tuple[tuple[str, str, str], ...]:
+        """(query, response 1, response 2) examples for the Judge tab: the active judge's domain's when it is a
+        demo judge, none for any other model (or a demo card naming an unknown domain, logged)."""
+        try:
+            domain = judge_domain(self.active_judge())
+        except ReflectRMError as exc:
+            log.warning("no judge examples: %s", exc)
+            return ()
+        return tuple(domain.EXAMPLES) if domain is not None else ()
 
     # --- judge -------------------------------------------------------------------------------------------
 

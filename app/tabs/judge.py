@@ -75,10 +75,11 @@ def form_values(pair: Any) -> list[Any]:
 
 def build(wb: Workbench, tab: Any) -> JudgeView:
     view = JudgeView()
-    settings = wb.services.settings
+    settings, example_rows = wb.services.settings, wb.services.judge_examples()
     with gr.Row():
         with gr.Column(scale=3):
-            query = gr.Textbox(label="Query", lines=2, placeholder="What is 17 + 8?", elem_id="judge-query")
+            query = gr.Textbox(label="Query", lines=2, elem_id="judge-query",
+                               placeholder=example_rows[0][0] if example_rows else "What is 17 + 8?")
             messages = gr.Textbox(label="Or a multi-turn conversation (a JSON list of turns; overrides the query)",
                                   lines=1, max_lines=12, elem_id="judge-messages",
                                   placeholder='[{"role": "user", "content": "hi"}, {"role": "assistant", '
@@ -86,6 +87,7 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
             with gr.Row():
                 r1 = gr.Textbox(label="Response 1", lines=3, elem_id="judge-r1")
                 r2 = gr.Textbox(label="Response 2", lines=3, elem_id="judge-r2")
+            examples = _examples(example_rows, [query, r1, r2])
         with gr.Column(scale=2):
             picker = _picker()
             label = gr.Radio(list(LABELS), value="unknown", label="Known better response", elem_id="judge-label")
@@ -116,7 +118,37 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
     view.source = picker["source"]
     _wire_judging(wb, view, run, switch)
     _wire_picker(wb, view, picker)
+    if examples is not None:
+        _wire_examples(view, examples, example_rows)
     return view
+
+
+def _examples(rows: tuple[tuple[str, str, str], ...], shown_as: list[Any]) -> Any:
+    """A table of the demo judge's example pairs (None when the judge offers none: a user's own model)."""
+    if not rows:
+        return None
+    return gr.Dataset(components=shown_as, samples=[list(r) for r in rows], type="index",
+                      headers=["Query", "Response 1", "Response 2"],
+                      label="Examples for this demo judge: click one to fill the form, then press Judge",
+                      elem_id="judge-examples")
+
+
+def example_values(rows: tuple[tuple[str, str, str], ...], index: int | None) -> list[Any] | None:
+    """The form's values, the base pair and a status for example `index` (None: no such example)."""
+    if index is None or not 0 <= index < len(rows):
+        return None
+    q, a, b = rows[index]
+    return [q, "", a, b, "unknown", None, f"example {index + 1} filled in: press Judge to judge it"]
+
+
+def _wire_examples(view: JudgeView, examples: Any, rows: tuple[tuple[str, str, str], ...]) -> None:
+    """Clicking an example fills the form (the conversation box emptied, the label unknown); it judges nothing."""
+    outputs = [*view.form, view.base, view.status]
+
+    def fill(index):
+        return example_values(rows, index) or unchanged(outputs)
+
+    examples.click(fill, examples, outputs, api_visibility="private")
 
 
 def _picker() -> dict[str, Any]:
@@ -181,9 +213,12 @@ def _wire_picker(wb: Workbench, view: JudgeView, picker: dict[str, Any]) -> None
         return [*form_values(p), p.to_dict(), f"loaded pair {p.id}"]
 
     def add_demo():
-        report = services.add_demo_pairs(30)
-        return (f"demo pairs: {report.added} added, {report.already_present} already present",
-                source_choices(services, current="demo-arith"))
+        try:
+            report, name = services.add_demo_pairs(30), services.demo_source()
+        except ReflectRMError as exc:
+            return f"no demo pairs: {exc}", gr.update()
+        return (f"demo pairs ({name}): {report.added} added, {report.already_present} already present",
+                source_choices(services, current=name))
 
     def import_file(path):
         if not path:

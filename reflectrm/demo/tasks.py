@@ -218,3 +218,12 @@ def iter_training_texts(seed: int) -> Iterator[str]:
         yield pair.response_2
         yield response_example(pair)
         yield "\n".join(reflection_example(rng, pair))
+
+
+EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    ("Calculate 26 + 11.", "It equals 37.", "It equals 73."),
+    ("Calculate 24 - 16.", "The result is 8.", "It is 9."),
+    ("Calculate 8 * 8.", "It is 54.", "It is 64."),
+)
+"""(query, response 1, response 2) the app offers as examples in the Judge tab: pairs the shipped arithmetic judge
+gets right, greedy and with its default strategy (it misjudges many hand-picked ones, e.g. 17 + 8: 25 or 35)."""

@@ -375,18 +375,37 @@ DEMO_HELDOUT_PAIRS = 500
 
 
 def load_demo(path: Path | None) -> Benchmark:
-    """The demo judge's synthetic held-out arithmetic pairs (the stream `reflectrm.demo.build` evaluates on)."""
+    """The shipped demo judge's synthetic held-out pairs, on its own domain (its card's: arithmetic or running
+    sums), from the stream `reflectrm.demo.build` evaluates on. A running-sum judge's held-out pairs leave out
+    every problem its build trained on (in any wording); arithmetic pairs are that stream's first pairs, as ever."""
+    from reflectrm.demo import DEMO_MODEL_DIR, demo_domain
     from reflectrm.demo.build import EVAL_SEED
-    from reflectrm.demo.tasks import make_pairs
 
     if path is not None:
         raise InputError("the demo benchmark is generated, not read: drop --data (or use --benchmark file)")
-    pairs = make_pairs(DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
-    return Benchmark(name="demo", pairs=tuple(pairs), source=f"reflectrm.demo.tasks seed {EVAL_SEED}")
+    domain = demo_domain()
+    if domain.__name__ == "reflectrm.demo.steps":
+        pairs = _unseen_steps_pairs(domain, DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, model_dir=DEMO_MODEL_DIR)
+    else:
+        pairs = domain.make_pairs(DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
+    return Benchmark(name="demo", pairs=tuple(pairs), source=f"{domain.__name__} seed {EVAL_SEED}")
+
+
+def _unseen_steps_pairs(domain: Any, n: int, *, seed: int, model_dir: Path) -> list[PreferencePair]:
+    """The first `n` pairs of the seed's stream whose chain none of the build's training pairs asks."""
+    from reflectrm.demo import CARD
+    from reflectrm.demo.steps_build import trained_problems
+
+    seen = trained_problems(json.loads((model_dir / CARD).read_text(encoding="utf-8")))
+    pool = domain.make_pairs(4 * n, seed=seed, source="demo-heldout")  # ids are stream positions, kept as they are
+    pairs = [p for p in pool if domain.problem_of(p) not in seen][:n]
+    if len(pairs) < n:  # cannot happen with today's domain (about 10^7 chains, 16,000 trained); says so if it does
+        raise InputError(f"only {len(pairs)} of {4 * n} demo pairs ask problems the build did not train on")
+    return pairs
 
 
 BENCHMARKS: dict[str, _Spec] = {
-    "demo": _Spec(load_demo, "", "the demo judge's synthetic held-out arithmetic pairs"),
+    "demo": _Spec(load_demo, "", "the demo judge's synthetic held-out pairs (its own task domain)"),
     "rewardbench": _Spec(load_rewardbench, "allenai/reward-bench", "RewardBench v1; section-weighted score"),
     "rewardbench2": _Spec(load_rewardbench2, "allenai/reward-bench-2", "RewardBench 2; best-of-4 per prompt"),
     "rm-bench": _Spec(load_rm_bench, "", "RM-Bench 3x3 style matrix; easy / normal / hard"),

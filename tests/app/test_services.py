@@ -165,14 +165,15 @@ def test_audit_records_linked_twins(biased_services: AppServices, pair: Preferen
 def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServices) -> None:
     biased_services.add_demo_pairs(6)
     seen: list[float] = []
-    report = biased_services.batch_audit("demo-arith", sample=5, seed=1, progress=lambda e: seen.append(e.fraction))
+    report = biased_services.batch_audit(biased_services.demo_source(), sample=5, seed=1,
+                                         progress=lambda e: seen.append(e.fraction))
     total = report.subsets[-1]
     assert total.subset == "all" and total.pairs == 5
     assert total.flip_rate == 1.0 and total.first_position_win_rate == 1.0
     assert len(report.flipped) == 5
     assert seen[0] == 0.0  # progress shows from the first moment, not after the first batch
     assert seen == sorted(seen) and seen[-1] == 1.0 and {0.4, 0.8} <= set(seen)  # batches of 2 pairs
-    assert {s.subset for s in report.subsets} <= {"add", "sub", "mul", "all"}
+    assert {s.subset for s in report.subsets} <= {*biased_services.demo_domain().KINDS, "all"}
     flipped = report.flipped[0]
     assert biased_services.open(flipped.judgment_id).twin_id == flipped.twin_id
 
@@ -186,7 +187,7 @@ def test_batch_audit_stops_between_batches(biased_services: AppServices) -> None
             cancel.set()
 
     with pytest.raises(Cancelled):
-        biased_services.batch_audit("demo-arith", cancel=cancel, progress=stop_after_first)
+        biased_services.batch_audit(biased_services.demo_source(), cancel=cancel, progress=stop_after_first)
     assert biased_services.store.counts()["judgments"] == 4  # the first batch (2 pairs x 2 orders) only
 
 
@@ -202,7 +203,7 @@ def test_batch_audit_needs_pairs(services: AppServices) -> None:
 
 def test_two_reviewers_get_different_items(services: AppServices) -> None:
     services.add_demo_pairs(3)
-    for _, p in services.pairs("demo-arith"):
+    for _, p in services.pairs(services.demo_source()):
         services.judge(p)
     a = services.next_for_review(reviewer="a")
     b = services.next_for_review(reviewer="b")
@@ -257,7 +258,7 @@ def test_correct_rejects_bad_input(services: AppServices, pair: PreferencePair) 
 
 def test_concurrent_corrections_of_different_items_lose_nothing(services: AppServices) -> None:
     services.add_demo_pairs(6)
-    ids = [services.judge(p).judgment_id for _, p in services.pairs("demo-arith")]
+    ids = [services.judge(p).judgment_id for _, p in services.pairs(services.demo_source())]
     errors: list[BaseException] = []
 
     def correct(jid: int, verdict: int) -> None:

@@ -76,7 +76,7 @@ def test_confidence_frame_leaves_out_minus_infinity(services: AppServices) -> No
 def test_tables_have_their_columns_even_when_empty(services: AppServices) -> None:
     assert list(examples_frame([]).columns)[:3] == ["id", "state", "source"]
     services.add_demo_pairs(2)
-    table, chart, flipped = audit_frames(services.batch_audit("demo-arith"))
+    table, chart, flipped = audit_frames(services.batch_audit(services.demo_source()))
     assert table["subset"].iloc[-1] == "all"
     assert set(chart["metric"]) <= {"both-orders accuracy", "flip rate", "first-position win rate"}
     assert list(flipped.columns)[:2] == ["judgment", "swapped twin"]

@@ -15,12 +15,12 @@ from reflectrm.errors import InputError
 
 def test_batch_audit_adds_no_pairs_and_repeats_exactly(biased_services: AppServices) -> None:
     biased_services.add_demo_pairs(8)
-    first = biased_services.batch_audit("demo-arith", sample=4, seed=3)
+    first = biased_services.batch_audit(biased_services.demo_source(), sample=4, seed=3)
     assert biased_services.store.counts()["pairs"] == 8  # was 12: each swapped order became a pair of the data set
-    again = biased_services.batch_audit("demo-arith", sample=4, seed=3)
+    again = biased_services.batch_audit(biased_services.demo_source(), sample=4, seed=3)
     assert again.subsets == first.subsets
     assert [f.query for f in again.flipped] == [f.query for f in first.flipped]
-    assert len(biased_services.pairs("demo-arith")) == 8
+    assert len(biased_services.pairs(biased_services.demo_source())) == 8
 
 
 def test_audit_both_orders_of_a_typed_pair_stores_one_pair(biased_services: AppServices) -> None:
@@ -32,7 +32,7 @@ def test_audit_both_orders_of_a_typed_pair_stores_one_pair(biased_services: AppS
 
 def test_flipped_items_name_each_order_choice_in_the_original_numbering(biased_services: AppServices) -> None:
     biased_services.add_demo_pairs(2)
-    [item, *_] = biased_services.batch_audit("demo-arith").flipped
+    [item, *_] = biased_services.batch_audit(biased_services.demo_source()).flipped
     # the biased judge always picks the first-shown answer: the original order picks 1, the swapped order picks
     # its first answer, which is Response 2 of the original order
     assert (item.verdict, item.swapped_verdict) == (1, 2)
@@ -113,7 +113,7 @@ def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) 
 
 def test_next_moves_on_and_skip_keeps_an_item_away(services: AppServices) -> None:
     services.add_demo_pairs(3)
-    for _, p in services.pairs("demo-arith"):
+    for _, p in services.pairs(services.demo_source()):
         services.judge(p)
     first = services.next_for_review(reviewer="a")
     second = services.next_for_review(reviewer="a", after=first.summary.id)
@@ -204,7 +204,7 @@ def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> 
     from reflectrm_app.records import ExampleFilter
 
     services.add_demo_pairs(3)
-    for _, p in services.pairs("demo-arith"):
+    for _, p in services.pairs(services.demo_source()):
         services.correct(services.judge(p).judgment_id, verdict=p.label, author="ana")
     every = services.browse("preference", limit=10)
     assert [r.id for r in every] == sorted((r.id for r in every), reverse=True) and len(every) == 3

@@ -13,8 +13,7 @@ import pytest
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task, reflection_prompt
-from reflectrm.demo import DEMO_MODEL_DIR
-from reflectrm.demo.tasks import make_pairs, reflection_example
+from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, output_tokens
 from reflectrm.training import jobs
 from reflectrm.training.data import (
     BuildReport,
@@ -29,22 +28,31 @@ from reflectrm.training.runs import list_checkpoints, read_jsonl, read_progress
 
 pytestmark = pytest.mark.slow
 
+DOMAIN = demo_domain()  # the shipped judge's own domain: GRPO needs rewards that differ within a group
+
 # Tiny and fast: 2 prompts x 4 completions per step, short completions, no gradient checkpointing.
 FAST = TrainConfig(learning_rate=5e-5, batch_size=2, num_generations=4, per_device_batch_size=8,
-                   max_completion_length=96, max_steps=3, save_steps=50, device="cpu",
+                   max_completion_length=output_tokens(DOMAIN), max_steps=3, save_steps=50, device="cpu",
                    gradient_checkpointing=False, completions_to_record=2, cpu_threads=1)
 
 
 def demo_examples(n: int = 12) -> list[TrainingExample]:
     rng = random.Random(0)
-    pairs = make_pairs(n, seed=4242, source="test-train")
+    pairs = DOMAIN.make_pairs(n, seed=4242, source="test-train")
     out = [preference_example(p, config=DataConfig()) for p in pairs]
     for p in pairs[: n // 4]:
-        c1, c2, target = reflection_example(rng, p)
+        c1, c2, target = _reflection_example(rng, p)
         label = parse_output(target, task=Task.ANALYSIS).choice
         out.append(TrainingExample(prompt=tuple(reflection_prompt(p, c1, c2)), label=label, task=Task.ANALYSIS,
                                    origin="reflection", pair_id=p.id))
     return out
+
+
+def _reflection_example(rng: random.Random, pair) -> tuple[str, str, str]:  # noqa: ANN001
+    """(critique 1, critique 2, target) in the domain's reflection format (running sums balance the chosen side)."""
+    if DOMAIN.__name__ == "reflectrm.demo.steps":
+        return DOMAIN.reflection_example(rng, pair, DOMAIN.Balance())[:3]
+    return DOMAIN.reflection_example(rng, pair)
 
 
 @pytest.fixture(scope="module")
