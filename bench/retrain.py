@@ -50,7 +50,7 @@ from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
-from reflectrm.demo import steps, tasks  # noqa: E402
+from reflectrm.demo import domain_of, output_tokens, steps, tasks  # noqa: E402
 from reflectrm.demo.steps_build import trained_problems  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
@@ -327,16 +327,6 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
     )
 
 
-def domain_of(model: str) -> Any:
-    """The task domain a demo judge was built on (its card's "domain"; the arithmetic one when unnamed)."""
-    card = Path(model) / "demo_card.json"
-    try:
-        named = json.loads(card.read_text()).get("domain", "")
-    except (OSError, ValueError):
-        named = ""
-    return steps if named == "reflectrm.demo.steps" else tasks
-
-
 def cpu_has_bf16() -> bool:
     """Whether this CPU multiplies bf16 natively (AMX or AVX512-BF16), where autocast pays; Linux only."""
     try:
@@ -386,7 +376,7 @@ def main() -> int:
     args = ap.parse_args()
     global DOMAIN, MAX_TOKENS
     DOMAIN = domain_of(args.model)
-    MAX_TOKENS = 160 if DOMAIN is steps else 96
+    MAX_TOKENS = output_tokens(DOMAIN)
     if args.replay < 0:
         ap.error(f"--replay must be >= 0 (part 1's examples per correction example), got {args.replay}")
     CACHE["on"] = args.cache
