@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reflectrm.backends.cpu_decode import growing_cache, use_gqa_attention
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams, StopCheck
 from reflectrm.core.types import ChatMessage, messages_to_dicts
 from reflectrm.errors import BackendError, ContextLengthError, GenerationCancelled, require
@@ -66,6 +67,8 @@ class TransformersBackend:
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
         # The longest vocabulary entry: no prompt of more than max_context x this many characters can fit.
         self.max_token_chars = max(map(len, tokenizer.get_vocab()), default=1)
+        # Grouped-query attention without copying the KV heads per query head (cpu_decode.py: 8x at real shapes).
+        self.gqa_attention = use_gqa_attention(model)
 
     @classmethod
     def from_pretrained(cls, model_id: str, *, device: str = "auto", dtype: str = "auto", **kw: Any) -> TransformersBackend:
@@ -163,7 +166,10 @@ class TransformersBackend:
         positions = (attn.cumsum(-1) - 1).clamp(min=0)
         budget = min(params.max_new_tokens, self.max_context - width)
         with torch.inference_mode():
-            out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
+            # A cache that appends in place (cpu_decode.py), room for the prompt and the whole budget.
+            cache = growing_cache(self.model, width + budget)
+            out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True,
+                             logits_to_keep=1, **({"past_key_values": cache} if cache is not None else {}))
             # Fan each prompt's cache out to its completions: rows[r] = prompt index of row r.
             rows = torch.tensor([b for b, s in enumerate(seeds) for _ in s], dtype=torch.long, device=dev)
             cache = out.past_key_values
