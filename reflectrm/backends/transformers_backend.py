@@ -69,6 +69,9 @@ class TransformersBackend:
         self.max_token_chars = max(map(len, tokenizer.get_vocab()), default=1)
         # Grouped-query attention without copying the KV heads per query head (cpu_decode.py: 8x at real shapes).
         self.gqa_attention = use_gqa_attention(model)
+        # Where the last `generate` call's time went (seconds; the bench reports it): tokenising, the prompt
+        # forward passes, the decode steps' forward passes, sampling + log-probs + bookkeeping, and the rest.
+        self.last_timings: dict[str, float] = {}
 
     @classmethod
     def from_pretrained(cls, model_id: str, *, device: str = "auto", dtype: str = "auto", **kw: Any) -> TransformersBackend:
@@ -116,10 +119,14 @@ class TransformersBackend:
         self, requests: Sequence[GenerationRequest], params: SamplingParams, *, should_stop: StopCheck | None = None
     ) -> list[list[Completion]]:
         out: list[list[Completion]] = [[] for _ in requests]
+        call_started = time.perf_counter()
+        self.last_timings = t = dict.fromkeys(("encode_s", "prefill_s", "forward_s", "sample_s", "other_s", "total_s"), 0.0)
+        t["steps"] = t["rows"] = 0
         for chunk in self._chunks(requests):
             _check_stop(should_stop, "before a batch")
             started = time.perf_counter()
             encoded = [self.encode(requests[i].prompt) for i in chunk]
+            t["encode_s"] += time.perf_counter() - started
             for i, ids in zip(chunk, encoded):
                 if len(ids) >= self.max_context:
                     raise ContextLengthError(
@@ -130,6 +137,8 @@ class TransformersBackend:
             for i, completions in zip(chunk, rows):
                 out[i] = completions
             log.debug("generated %d rows in %.2fs", sum(map(len, seeds)), time.perf_counter() - started)
+        t["total_s"] = time.perf_counter() - call_started
+        t["other_s"] = max(0.0, t["total_s"] - t["encode_s"] - t["prefill_s"] - t["forward_s"] - t["sample_s"])
         return out
 
     # -- internals ------------------------------------------------------------------------------
@@ -165,6 +174,8 @@ class TransformersBackend:
         input_ids, attn = input_ids.to(dev), attn.to(dev)
         positions = (attn.cumsum(-1) - 1).clamp(min=0)
         budget = min(params.max_new_tokens, self.max_context - width)
+        t = self.last_timings
+        started = time.perf_counter()
         with torch.inference_mode():
             # A cache that appends in place (cpu_decode.py), room for the prompt and the whole budget.
             cache = growing_cache(self.model, width + budget)
@@ -178,6 +189,8 @@ class TransformersBackend:
             attn = attn[rows]
             next_pos = positions[rows, -1:] + 1  # [R, 1]
             gens = [self._generator(s) for seed_list in seeds for s in seed_list]
+            t["prefill_s"] = t.get("prefill_s", 0.0) + time.perf_counter() - started
+            t["rows"] = t.get("rows", 0) + len(gens)
             tokens, logps = self._loop(logits, cache, attn, next_pos, gens, params, budget, should_stop)
         return self._assemble(tokens, logps, seeds, params, budget)
 
@@ -197,7 +210,13 @@ class TransformersBackend:
         tokens: list[list[int]] = [[] for _ in range(total)]
         logps: list[list[float]] = [[] for _ in range(total)]
         stop = torch.tensor(sorted(self.stop_ids), device=logits.device)
+        times = self.last_timings
+        for key in ("forward_s", "sample_s", "steps"):
+            times.setdefault(key, 0)
+        clock = time.perf_counter
+        mark = clock()
         for step in range(budget):
+            mark = clock()
             _check_stop(should_stop, f"after {step} of up to {budget} tokens")
             logprobs = torch.log_softmax(logits, dim=-1)  # [R, V], raw model distribution
             tok = self._sample(logits, params, [gens[r] for r in active])  # [R]
@@ -206,7 +225,7 @@ class TransformersBackend:
                 tokens[active[j]].append(t)
                 logps[active[j]].append(p)
             done = torch.isin(tok, stop)
-            if bool(done.all()):
+            if step == budget - 1 or bool(done.all()):  # no forward pass whose logits nobody samples
                 break
             if bool(done.any()):
                 keep = (~done).nonzero().squeeze(1)
@@ -214,10 +233,15 @@ class TransformersBackend:
                 tok, attn, next_pos = tok[keep], attn[keep], next_pos[keep]
                 active = [active[k] for k in keep.tolist()]
             attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=-1)
+            forward = clock()
+            times["sample_s"] += forward - mark
             out = self.model(input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos,
                              past_key_values=cache, use_cache=True)
             next_pos = next_pos + 1
             logits = out.logits[:, -1, :].float()
+            times["forward_s"] += clock() - forward
+            times["steps"] += 1
+        times["sample_s"] += clock() - mark
         return tokens, logps
 
     def _sample(self, logits, params: SamplingParams, gens: list) -> Any:  # noqa: ANN001
