@@ -24,23 +24,21 @@ GQA_ATTENTION = "reflectrm_gqa_sdpa"
 
 def gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
                   scaling: float | None = None, is_causal: bool | None = None, **kwargs: Any) -> tuple[Any, None]:
-    """`sdpa` attention; on CPU with grouped KV heads, the KV heads are not copied per query head."""
+    """`sdpa` attention; on CPU with grouped KV heads and a mask, the KV heads are not copied per query head.
+
+    Without a mask transformers' `sdpa` already passes `enable_gqa`; with one it is the same call with
+    `is_causal=False` (the mask says it all), so the output is the same.
+    """
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    groups = getattr(module, "num_key_value_groups", 1)
-    if (query.device.type != "cpu" or groups <= 1 or kwargs.get("position_bias") is not None
-            or kwargs.get("cache") is not None or key.shape[-1] != value.shape[-1]):
+    if (attention_mask is None or query.device.type != "cpu" or getattr(module, "num_key_value_groups", 1) <= 1
+            or kwargs.get("position_bias") is not None or kwargs.get("cache") is not None
+            or key.shape[-1] != value.shape[-1]):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
-    q_len = query.shape[2]
-    is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    is_causal = bool(q_len > 1 and attention_mask is None and is_causal)
-    if is_causal and key.shape[2] > q_len:  # sdpa's causal mask is upper-left aligned: spell it out
-        attention_mask = torch.ones(q_len, key.shape[2], dtype=torch.bool, device=query.device).tril(key.shape[2] - q_len)
-        is_causal = False
     out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=is_causal,
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=False,
         enable_gqa=True)
     return out.transpose(1, 2).contiguous(), None
 
