@@ -20,7 +20,11 @@ For each: stage 1 alone (pairs x 8 samples x --tokens, same prompts, after a war
 and on the demo judge full judgments per minute. The bound is measured in the same run: the model's
 own weight matrix products (every linear layer and the output head, fp32) at the batch it generates
 with (pairs x 8 rows); bound tokens/s = rows / (seconds per step). Every figure is also printed as a
-share of that bound. Needs vllm (`.[vllm]`); run `uptime` beside it, the machine is shared.
+share of that bound. The bound is the best of one thread and torch's count, and the in-process
+transformers column runs at that count. For the transformers backend the bench also prints where the time
+went (the backend's `last_timings`: tokenising, prompt forward, decode forwards, sampling/log-probs, the
+rest; CPU user and system seconds; the decode steps alone as a share of the bound).
+Needs vllm (`.[vllm]`); run `uptime` beside it, the machine is shared.
 """
 
 from __future__ import annotations
