@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from reflectrm.backends.base import GenerationRequest, SamplingParams  # noqa: E402
-from reflectrm.backends.cpu_decode import GQA_ATTENTION, GrowingLayer, gqa_attention, growing_cache  # noqa: E402
-from reflectrm.core.types import ChatMessage  # noqa: E402
+from reflectrm.backends.base import GenerationRequest, SamplingParams
+from reflectrm.backends.cpu_decode import GQA_ATTENTION, GrowingLayer, gqa_attention, growing_cache
+from reflectrm.core.types import ChatMessage
 
 
 def _kv(rows: int, n: int, seed: int) -> tuple:

@@ -153,7 +153,8 @@ class _Lazy:
     cls: type | None = None
 
 
-def GrowingLayer(capacity: int) -> Any:  # noqa: N802 - a class made on first use (transformers is imported lazily)
+def GrowingLayer(capacity: int) -> Any:
+    """A new growing cache layer (its class is made on first use: transformers is imported lazily)."""
     if _Lazy.cls is None:
         _Lazy.cls = _growing_layer_class()
     return _Lazy.cls(capacity)

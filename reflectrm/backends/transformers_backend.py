@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reflectrm.backends.cpu_decode import growing_cache, use_gqa_attention
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams, StopCheck
+from reflectrm.backends.cpu_decode import growing_cache, use_gqa_attention
 from reflectrm.core.types import ChatMessage, messages_to_dicts
 from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, require
 
