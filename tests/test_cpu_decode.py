@@ -172,3 +172,14 @@ def test_thread_tuner_never_probes_with_one_thread():
     fake.threads = 1
     tuner = ThreadTuner(fake, 1)
     assert set(_run(tuner, fake, 10, {1: 0.1})) == {1}
+
+
+def test_cache_room_is_not_the_whole_budget(demo_backend, monkeypatch):
+    from reflectrm.backends import transformers_backend as tb
+
+    asked = []
+    real = tb.growing_cache
+    monkeypatch.setattr(tb, "growing_cache", lambda model, capacity: asked.append(capacity) or real(model, capacity))
+    prompt = (ChatMessage("user", "Say one word."),)
+    demo_backend.generate([GenerationRequest(prompt, (0,))], SamplingParams(max_new_tokens=2000))
+    assert asked == [len(demo_backend.encode(prompt)) + 128]  # grown by half when full, as rows need it

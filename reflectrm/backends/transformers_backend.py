@@ -78,7 +78,7 @@ class TransformersBackend:
         # The longest vocabulary entry: no prompt of more than max_context x this many characters can fit.
         self.max_token_chars = max(map(len, tokenizer.get_vocab()), default=1)
         # Grouped-query attention without copying the KV heads per query head (cpu_decode.py: 8x at real shapes).
-        self.gqa_attention = use_gqa_attention(model)
+        self.gqa_attention = self.device.type == "cpu" and use_gqa_attention(model)
         # Where the last `generate` call's time went (seconds; the bench reports it): tokenising, the prompt
         # forward passes, the decode steps' forward passes, sampling + log-probs + bookkeeping, and the rest.
         self.last_timings: dict[str, float] = {}
@@ -202,8 +202,10 @@ class TransformersBackend:
         t = self.last_timings
         started = time.perf_counter()
         with torch.inference_mode():
-            # A cache that appends in place (cpu_decode.py), room for the prompt and the whole budget.
-            cache = growing_cache(self.model, width + budget)
+            # On CPU a cache that appends in place (cpu_decode.py), with room for the prompt and up to 128 new
+            # tokens at first (half as much again when full: never the whole budget for rows that may stop early).
+            # On CUDA transformers' own cache (cat and copies are cheap there; GPU figures were measured with it).
+            cache = growing_cache(self.model, width + min(budget, 128)) if dev.type == "cpu" else None
             out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True,
                              logits_to_keep=1, **({"past_key_values": cache} if cache is not None else {}))
             # Fan each prompt's cache out to its completions: rows[r] = prompt index of row r.
