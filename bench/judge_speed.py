@@ -20,7 +20,11 @@ For each: stage 1 alone (pairs x 8 samples x --tokens, same prompts, after a war
 and on the demo judge full judgments per minute. The bound is measured in the same run: the model's
 own weight matrix products (every linear layer and the output head, fp32) at the batch it generates
 with (pairs x 8 rows); bound tokens/s = rows / (seconds per step). Every figure is also printed as a
-share of that bound. Needs vllm (`.[vllm]`); run `uptime` beside it, the machine is shared.
+share of that bound. The bound is the best of one thread and torch's count, and the in-process
+transformers column runs at that count. For the transformers backend the bench also prints where the time
+went (the backend's `last_timings`: tokenising, prompt forward, decode forwards, sampling/log-probs, the
+rest; CPU user and system seconds; the decode steps alone as a share of the bound).
+Needs vllm (`.[vllm]`); run `uptime` beside it, the machine is shared.
 """
 
 from __future__ import annotations
@@ -150,8 +154,9 @@ def shaped_model(cache: Path, shape: str) -> str:
     return str(where)
 
 
-def matmul_bound(model_dir: str, rows: int, *, reps: int = 20) -> float:
-    """Tokens/s if a decode step cost only the model's weight matrix products at `rows` rows (fp32, measured)."""
+def matmul_bound(model_dir: str, rows: int, *, reps: int = 20) -> tuple[float, int]:
+    """Tokens/s if a decode step cost only the model's weight matrix products at `rows` rows (fp32, measured),
+    and the thread count that gave it."""
     import json as _json
 
     import torch
@@ -166,7 +171,7 @@ def matmul_bound(model_dir: str, rows: int, *, reps: int = 20) -> float:
     x = {n: torch.randn(rows, n) for n in {s[1] for s in shapes}}
     for s in shapes[:8]:
         torch.nn.functional.linear(x[s[1]], weights[s])  # warm-up
-    best = float("inf")
+    best, best_threads = float("inf"), 1
     threads = torch.get_num_threads()
     # On a busy machine two OpenMP threads can be 3x slower than one (spin-waits on a preempted thread; measured
     # 27.6 against 86.5 tokens/s for the 0.6B shape at load 4.5): the bound is the best thread count's.
@@ -176,9 +181,11 @@ def matmul_bound(model_dir: str, rows: int, *, reps: int = 20) -> float:
             started = time.perf_counter()
             for s in shapes:
                 torch.nn.functional.linear(x[s[1]], weights[s])
-            best = min(best, time.perf_counter() - started)
+            secs = time.perf_counter() - started
+            if secs < best:
+                best, best_threads = secs, count
     torch.set_num_threads(threads)
-    return rows / best
+    return rows / best, best_threads
 
 
 def stage1(backend, pairs, tokens: int) -> tuple[float, int]:  # noqa: ANN001
@@ -232,19 +239,38 @@ def engine_backends(model_dir: str, args):  # noqa: ANN001, ANN201
     return [("transformers", transformers), ("vllm engine", vllm), ("openai -> vllm server", openai)]
 
 
-def engine_row(name: str, make, pairs, model_dir: str, shape: str, args, bound: float) -> dict:  # noqa: ANN001
+def engine_row(name: str, make, pairs, model_dir: str, shape: str, args, bound: float,  # noqa: ANN001
+               threads: int | None = None) -> dict:
+    import torch
+
     backend, close = make()
+    before = torch.get_num_threads()
+    if threads and name == "transformers":  # in process: the thread count the bound was measured best with
+        torch.set_num_threads(threads)
     try:
         stage1(backend, pairs[:1], 8)  # warm-up: the first call at a shape pays one-off costs
+        cpu0 = os.times()
         secs, tokens = stage1(backend, pairs, args.tokens)
+        cpu1 = os.times()
         row = {"shape": shape, "backend": name, "stage1_s": round(secs, 2), "tokens_per_s": round(tokens / secs, 1),
-               "share_of_bound": round(tokens / secs / bound, 3), "bound_tokens_per_s": round(bound, 1)}
+               "share_of_bound": round(tokens / secs / bound, 3), "bound_tokens_per_s": round(bound, 1),
+               "load": round(os.getloadavg()[0], 2)}
+        timings = getattr(backend, "last_timings", None)
+        if timings:  # where the time goes (the transformers backend times its own phases)
+            row["threads"] = torch.get_num_threads()
+            row["breakdown_s"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in timings.items()}
+            row["breakdown_s"]["user_s"] = round(cpu1.user - cpu0.user, 2)
+            row["breakdown_s"]["system_s"] = round(cpu1.system - cpu0.system, 2)
+            steps = max(1, timings.get("steps", 0))
+            # the decode steps alone, against the bound (rows per step / seconds per step)
+            row["decode_share_of_bound"] = round(timings.get("rows", 0) / (timings["forward_s"] / steps) / bound, 3)
         if shape == "demo":
             config = JudgeConfig(max_new_tokens=96, reflection_max_new_tokens=96)
             judge_s, _ = run(backend, pairs, config, len(pairs))
             row["judgments_per_min"] = round(60 * len(pairs) / judge_s, 1)
         return row
     finally:
+        torch.set_num_threads(before)
         if close is not None:
             close()
 
@@ -266,15 +292,23 @@ def engines_main(argv: list[str]) -> None:
     rows = []
     for shape in args.shapes.split(","):
         model_dir = shaped_model(args.cache, shape)
-        bound = matmul_bound(model_dir, rows=8 * len(pairs))
+        bound, threads = matmul_bound(model_dir, rows=8 * len(pairs))
         for name, make in engine_backends(model_dir, args):
             if name in wanted:
-                rows.append(engine_row(name, make, pairs, model_dir, shape, args, bound))
+                rows.append(engine_row(name, make, pairs, model_dir, shape, args, bound, threads))
                 print(json.dumps(rows[-1]), flush=True)
     print(f"\n{'shape':<11} {'backend':<23} {'stage-1 tok/s':>13} {'of bound':>9} {'bound':>7} {'judgments/min':>14}")
     for r in rows:
         print(f"{r['shape']:<11} {r['backend']:<23} {r['tokens_per_s']:>13.1f} {r['share_of_bound']:>9.2f} "
               f"{r['bound_tokens_per_s']:>7.1f} {r.get('judgments_per_min', float('nan')):>14.1f}")
+    for r in rows:
+        if "breakdown_s" in r:
+            b = r["breakdown_s"]
+            print(f"{r['shape']} {r['backend']} ({r['threads']} threads): stage 1 {b['total_s']:.1f} s = tokenise "
+                  f"{b['encode_s']:.2f} + prompt forward {b['prefill_s']:.2f} + {b['steps']} decode forwards "
+                  f"{b['forward_s']:.2f} + sampling/log-probs {b['sample_s']:.2f} + rest {b['other_s']:.2f} "
+                  f"(CPU user {b['user_s']:.1f}, system {b['system_s']:.1f}); decode steps alone at "
+                  f"{r['decode_share_of_bound']:.2f} of the bound")
     print(json.dumps({"engines": rows, "pairs": args.pairs, "tokens": args.tokens, "dtype": args.dtype,
                       "load": os.getloadavg()}))
 
