@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.backends import BACKENDS
+from reflectrm.cli import add_engine_flags, engine_options
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
     p.add_argument("--db", help=DB_HELP)
     p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
+    add_engine_flags(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("compare", help="compare two evaluation runs item by item (McNemar, paired bootstrap)")
@@ -91,6 +93,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
+    engine = engine_options(args)  # a bad engine flag fails before the data is read or a model loaded
     request = request_from_args(args)
     config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
                          reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)
@@ -99,7 +102,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
-        backend = load_backend(args.model, backend=args.backend, device=args.device)
+        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)
         evals = Evaluations(store)
         run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
                         progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))

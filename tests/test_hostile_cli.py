@@ -268,6 +268,8 @@ CASES = [
                  id="eval-db-not-sqlite"),
     pytest.param(["eval", "--benchmark", "demo", "--limit", "2", "--db", RO], "cannot be written",
                  id="eval-db-read-only"),
+    pytest.param(["eval", "--benchmark", "demo", "--backend", "vllm", "--gpu-memory-utilization", "2",
+                  "--db", "{w}/store.db"], "gpu_memory_utilization", id="eval-engine-flag-out-of-range"),
     pytest.param(["compare", "1", "2", "--db", "{w}/typo.db"], "does not exist", id="compare-db-typo"),
     pytest.param(["compare", "1", "2", "--db", "{w}/notdb.db"], "not a SQLite database", id="compare-db-not-sqlite"),
     pytest.param(["compare", "1", "2", "--db", "{w}/store.db"], "does not exist|share no", id="compare-unknown-runs"),
