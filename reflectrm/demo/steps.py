@@ -6,8 +6,13 @@ right result, the other the result of a chain that slipped at one step. An analy
 step (numbered as the question numbers them, so each step's operand is found by its number),
 then checks each response's number by subtracting its own result (0 means right):
 
-    Step 1: 7 + 5 = 12. Step 2: 12 - 3 = 9. Step 3: 9 + 8 = 17. Step 4: 17 - 6 = 11.
-    Response 1: 11 - 11 = 0, right. Response 2: 12 - 11 = 1, wrong.
+    Step 1: add 5, 7 + 5 = 12. Step 2: subtract 3, 12 - 3 = 9. Step 3: add 8, 9 + 8 = 17.
+    Step 4: subtract 6, 17 - 6 = 11. Response 1: 11 - 11 = 0, right. Response 2: 12 - 11 = 1, wrong.
+
+Each step first quotes the question's step ("Step 3: add 8"): the words after the label are the
+question's own, so a model copies them by matching the label (an induction), which a 4-layer model
+learns; writing the operand straight into the equation left it to find "the third operand", which a
+20-minute build never learned (its equations were right arithmetic on the wrong operands).
 
 (A subtraction, not "Response 1 says 11, right": a tiny model learns whether two numbers are equal
 as it learns the other arithmetic facts, never directly; the shipped arithmetic judge found it.)
@@ -61,7 +66,7 @@ class Chain:
     @property
     def expression(self) -> str:
         """The steps as the question lists them: "Step 1: add 5. Step 2: subtract 3." """
-        return " ".join(f"Step {i}: {'add' if op == '+' else 'subtract'} {b}." for i, (op, b) in enumerate(self.ops, 1))
+        return " ".join(f"Step {i}: {_WORD[op]} {b}." for i, (op, b) in enumerate(self.ops, 1))
 
     def question(self, form: str) -> str:
         return form.format(s=self.start, steps=self.expression)
@@ -106,6 +111,9 @@ class Check:
     @property
     def text(self) -> str:
         return f"Response {self.response}: {self.stated} - {self.computed} = {self.d}, {'right' if self.right else 'wrong'}."
+
+
+_WORD = {"+": "add", "-": "subtract"}
 
 
 def apply(x: int, op: str, y: int) -> int:
@@ -204,7 +212,8 @@ class Analysis:
 
     @property
     def text(self) -> str:
-        return " ".join([*(f"Step {e.step}: {e.text}." for e in self.steps), *(c.text for c in self.checks)])
+        return " ".join([*(f"Step {e.step}: {_WORD[e.op]} {e.y}, {e.text}." for e in self.steps),
+                         *(c.text for c in self.checks)])
 
     @property
     def verdict(self) -> int:
@@ -229,7 +238,7 @@ def response_example(pair: PreferencePair) -> str:
     return format_output(a.text, a.verdict, task=Task.RESPONSE)
 
 
-_STEP = re.compile(r"Step (\d+): (-?\d+) ([-+]) (-?\d+) = (-?\d+)\.")
+_STEP = re.compile(r"Step (\d+): (?:add|subtract) -?\d+, (-?\d+) ([-+]) (-?\d+) = (-?\d+)\.")
 _CHECK = re.compile(r"Response ([12]): (-?\d+) - (-?\d+) = (-?\d+), (?:right|wrong)\.")
 
 

@@ -39,6 +39,8 @@ DECISIVE = (
     re.compile(r"= (-?\d+)[.,]"),  # every equation's result (steps, the copies in a reflection, the inverse check)
     re.compile(r"(-?\d+) [-+] \d+ = "),  # its first operand (copied from the question or the previous step)
     re.compile(r"-?\d+ [-+] (\d+) = "),  # and its second; a build that weighed only results never learned to copy them
+    re.compile(r"Step \d+: (add|subtract) \d+,"),  # the question's step, quoted
+    re.compile(r"Step \d+: (?:add|subtract) (\d+),"),
     re.compile(r"-?\d+, (right|wrong)[.;]"),  # each check's word
     re.compile(r"(?:^<Analysis>|\. )(Step|Check|The critiques|Response)"),  # a reflection: walk on, or check here
     re.compile(r"Critique (\d) is right"),  # the reflection's decision
