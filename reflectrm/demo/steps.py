@@ -22,8 +22,10 @@ reflection between two critiques walks their steps side by side until the first 
 differ, and checks only that step, by the inverse operation: a different arithmetic fact from
 the one the critiques used (a judge that misremembers 9 + 8 has no reason to misremember 17 - 8):
 
-    Step 1: 7 + 5 = 12, 7 + 5 = 12. Step 2: 12 - 3 = 9, 12 - 3 = 9. Step 3: 9 + 8 = 17, 9 + 8 = 16.
-    Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
+    Step 1: add 5, 7 + 5 = 12; add 5, 7 + 5 = 12. Step 2: subtract 3, 12 - 3 = 9; subtract 3, 12 - 3 = 9.
+    Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
+
+(Each critique's step is copied as the critique wrote it, label first: a copy by matching the label.)
 
 A difference of 0 means Critique 1's value at that step is right; anything else, that it is wrong
 and Critique 2 is chosen. Critiques that differ only in a response's check are decided by that
@@ -284,7 +286,7 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple
     `tie_choice`."""
     at = first_difference(c1, c2)
     walked = c1.steps if at is None or at[0] == "check" else c1.steps[: at[1] + 1]
-    parts = [f"Step {e.step}: {e.text}, {f.text}." for e, f in zip(walked, c2.steps)]
+    parts = [f"Step {e.step}: {_WORD[e.op]} {e.y}, {e.text}; {_WORD[f.op]} {f.y}, {f.text}." for e, f in zip(walked, c2.steps)]
     if at is None:
         choice = tie_choice
         parts.append(f"The critiques agree, Critique {choice} is right.")
