@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import itertools
 import json
 import os
@@ -97,41 +96,23 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
 
 
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
-    """The `--backend vllm|openai` options, derived from `EngineConfig` (its defaults and comments)."""
-    import re
-    import typing
-    from dataclasses import fields
-
+    """The `--backend vllm|openai` options, derived from `EngineConfig` (its defaults and comments) by
+    `reflectrm.flags`; none has a default of its own, so only what was typed reaches the engine."""
     from reflectrm.backends.engine import EngineConfig
+    from reflectrm.flags import Flag, add_config_flags
 
-    hints = typing.get_type_hints(EngineConfig)
-    source = inspect.getsource(EngineConfig)
     group = p.add_argument_group("engines (--backend vllm or openai)")
-    for f in fields(EngineConfig):
-        found = re.search(rf"^\s+{f.name}: .*?#\s*(.+)$", source, re.M)
-        doc = (found.group(1) if found else f.name).replace("%", "%%") + f" (default {f.default!r})"
-        if f.name == "base_urls":
-            group.add_argument("--base-url", dest="base_urls", action="append", metavar="URL",
-                               help=doc + "; repeatable")
-        elif hints[f.name] is bool:
-            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, action="store_true", default=None,
-                               help=doc)
-        else:
-            kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
-            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, help=doc)
+    add_config_flags(group, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL")}, given_only=True)
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:
     """The engine flags given, as `EngineConfig` fields for `load_backend` ({} unless --backend vllm/openai)."""
-    from dataclasses import fields
-
     from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
+    from reflectrm.flags import given_flags
 
     if getattr(args, "backend", None) not in ENGINE_BACKENDS:
         return {}
-    given = {f.name: getattr(args, f.name) for f in fields(EngineConfig) if getattr(args, f.name, None) is not None}
-    if "base_urls" in given:
-        given["base_urls"] = tuple(given["base_urls"])
+    given = given_flags(EngineConfig, args)
     EngineConfig(**given)  # validated now: a bad flag fails before anything loads
     return given
 

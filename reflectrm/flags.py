@@ -33,6 +33,9 @@ class Flag:
     names: tuple[str, ...] = ()  # more option strings for the same field (older names stay working)
     choices: tuple[Any, ...] | None = None
     tied_to: str | None = None  # unset: take this other field's value (e.g. stage 2's budget follows stage 1's)
+    name: str | None = None  # the option string instead of --field-name (e.g. --base-url for base_urls)
+    repeat: bool = False  # a tuple field given once per value (--base-url A --base-url B) instead of A,B
+    metavar: str | None = None  # how the value is named in --help
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -75,21 +78,40 @@ def add_config_flags(
     cls: type,
     *,
     extra: Mapping[str, Flag] | None = None,
+    given_only: bool = False,
 ) -> None:
-    """Add one flag per field of the dataclass `cls` (dest = the field's name)."""
+    """Add one flag per field of the dataclass `cls` (dest = the field's name).
+
+    `given_only`: every flag defaults to None ("not given"; the help still shows the field's
+    default), so `given_flags` can pass on only what was typed, and booleans are plain switches."""
     extra = extra or {}
     hints = typing.get_type_hints(cls)
     helps = field_help(cls)
     for f in dataclasses.fields(cls):
         spec = extra.get(f.name, Flag())
-        names = (f"--{f.name.replace('_', '-')}", *spec.names)
+        names = (spec.name or f"--{f.name.replace('_', '-')}", *spec.names)
         default = None if spec.tied_to else field_default(f)
         shown = f"same as --{spec.tied_to.replace('_', '-')}" if spec.tied_to else _shown(default).replace("%", "%%")
         text = helps.get(f.name, "").replace("%", "%%")
-        kwargs: dict[str, Any] = {"dest": f.name, "default": default, "help": f"{text} (default: {shown})".strip()}
+        kwargs: dict[str, Any] = {"dest": f.name, "default": None if given_only else default,
+                                  "help": f"{text} (default: {shown}){'; repeatable' if spec.repeat else ''}".strip()}
         if spec.choices is not None:
             kwargs["choices"] = spec.choices
-        parser.add_argument(*names, **kwargs, **_parsing(hints[f.name], f.name))
+        parsing = _parsing(hints[f.name], f.name)
+        if spec.repeat:
+            parsing = {"action": "append"}
+        elif given_only and parsing.get("action") is argparse.BooleanOptionalAction:
+            parsing = {"action": "store_true"}
+        if spec.metavar:
+            parsing["metavar"] = spec.metavar
+        parser.add_argument(*names, **kwargs, **parsing)
+
+
+def given_flags(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of `cls` whose flags (added with `given_only=True`) were given, as keyword arguments
+    (a repeated flag's values as a tuple)."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()}
 
 
 def config_from_args(cls: type, args: argparse.Namespace, *, extra: Mapping[str, Flag] | None = None,
@@ -126,7 +148,7 @@ def _shown(value: Any) -> str:
             isinstance(v, tuple) and len(v) == 2 for v in value)):
         return ",".join(f"{k}={v}" for k, v in dict(value).items())
     if isinstance(value, tuple):
-        return ",".join(map(str, value))
+        return ",".join(map(str, value)) or "none"
     return str(value)
 
 

@@ -155,3 +155,22 @@ def test_a_malformed_mapping_flag_exits_2_naming_the_form(capsys):
         train_config("--reward-weights", "accuracy")
     assert info.value.code == 2
     assert "'accuracy' is not NAME=WEIGHT" in capsys.readouterr().err
+
+
+def test_given_only_flags_pass_on_what_was_typed_and_repeat_a_tuple_field():
+    """The engine flags: None means "not given" (the engine keeps its own default), --base-url repeats."""
+    import argparse
+
+    from reflectrm.backends.engine import EngineConfig
+    from reflectrm.flags import Flag, add_config_flags, given_flags
+
+    p = argparse.ArgumentParser()
+    add_config_flags(p, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL")},
+                     given_only=True)
+    assert given_flags(EngineConfig, p.parse_args([])) == {}
+    args = p.parse_args(["--base-url", "http://a:1/v1", "--base-url", "http://b:2/v1", "--enforce-eager",
+                         "--max-model-len", "none", "--dtype", "float32"])
+    assert given_flags(EngineConfig, args) == {"base_urls": ("http://a:1/v1", "http://b:2/v1"), "enforce_eager": True,
+                                               "dtype": "float32"}
+    assert EngineConfig(**given_flags(EngineConfig, args)).base_urls == ("http://a:1/v1", "http://b:2/v1")
+    assert "(default: 0.9)" in p.format_help() and "--base-urls" not in p.format_help()
