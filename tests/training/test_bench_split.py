@@ -18,13 +18,33 @@ def load_bench():
 
 
 def test_held_in_rewords_held_out_problems_and_unseen_problems_are_untouched():
-    held_out, held_in, unseen = load_bench().splits(60, 40)
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    held_out, held_in, unseen = load_bench().splits(str(DEMO_MODEL_DIR), 60, 40)
     assert len(held_out) == 60 and len(unseen) == 40
     problems = {problem_of(p) for p in held_out}
     assert {problem_of(p) for p in held_in} == problems
     assert not {context_key(p) for p in held_in} & {context_key(p) for p in held_out}
     assert not {problem_of(p) for p in unseen} & problems
     assert len(held_in) >= 2 * len(problems)  # each problem in (at least two of) its other three wordings
+
+
+def test_on_the_running_sum_domain_held_out_pairs_leave_out_the_builds_problems(tmp_path):
+    import json
+
+    from reflectrm.demo import steps
+    from reflectrm.demo.steps_build import training_examples
+
+    (tmp_path / "demo_card.json").write_text(json.dumps(
+        {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 3000, "seed": 555_001}}))
+    bench = load_bench()
+    bench.DOMAIN = steps
+    held_out, held_in, unseen = bench.splits(str(tmp_path), 200, 40)
+    _, trained = training_examples(3000, seed=555_001, render=False)  # the held-out stream's own seed: they overlap
+    seen = {steps.problem_of(p) for p in trained}
+    assert 0 < len(held_out) < 200 and not {steps.problem_of(p) for p in held_out} & seen
+    assert {steps.problem_of(p) for p in held_in} == {steps.problem_of(p) for p in held_out}
+    assert not {context_key(p) for p in held_in} & {context_key(p) for p in held_out}
 
 
 def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analysis():
