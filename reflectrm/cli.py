@@ -102,7 +102,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     from reflectrm.flags import Flag, add_config_flags
 
     group = p.add_argument_group("engines (--backend vllm or openai)")
-    add_config_flags(group, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL")}, given_only=True)
+    add_config_flags(group, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL")},
+                     given_only=True)
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -96,6 +96,11 @@ class Eq:
     def right(self) -> bool:
         return self.z == apply(self.x, self.op, self.y)
 
+    @property
+    def worked(self) -> str:
+        """The step as an analysis writes it after its label: the question's step quoted, then the equation."""
+        return f"{_WORD[self.op]} {self.y}, {self.text}"
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -214,8 +219,7 @@ class Analysis:
 
     @property
     def text(self) -> str:
-        return " ".join([*(f"Step {e.step}: {_WORD[e.op]} {e.y}, {e.text}." for e in self.steps),
-                         *(c.text for c in self.checks)])
+        return " ".join([*(f"Step {e.step}: {e.worked}." for e in self.steps), *(c.text for c in self.checks)])
 
     @property
     def verdict(self) -> int:
@@ -275,8 +279,8 @@ def difference_kind(a: Analysis, b: Analysis) -> str:
 
 def inverse_check(e: Eq) -> tuple[str, bool]:
     """Check `x op y = z` by the inverse operation: (text, whether z is right)."""
-    back = e.z - e.y if e.op == "+" else e.z + e.y
     inv = "-" if e.op == "+" else "+"
+    back = apply(e.z, inv, e.y)
     return f"Check {e.z} {inv} {e.y} = {back}, {back} - {e.x} = {back - e.x}", back == e.x
 
 
@@ -286,7 +290,7 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple
     `tie_choice`."""
     at = first_difference(c1, c2)
     walked = c1.steps if at is None or at[0] == "check" else c1.steps[: at[1] + 1]
-    parts = [f"Step {e.step}: {_WORD[e.op]} {e.y}, {e.text}; {_WORD[f.op]} {f.y}, {f.text}." for e, f in zip(walked, c2.steps)]
+    parts = [f"Step {e.step}: {e.worked}; {f.worked}." for e, f in zip(walked, c2.steps)]
     if at is None:
         choice = tie_choice
         parts.append(f"The critiques agree, Critique {choice} is right.")
