@@ -9,8 +9,8 @@ same samples with new reflections (random-anchor), so the differences are paired
 reflections whose two critiques reach different verdicts are judged again with the critiques
 swapped: does the reflection pick the right critique, and the same one in both orders?
 
-Differences carry a paired bootstrap 95 % interval (resampling pairs) and an exact McNemar p-value. The last line printed is
-one JSON object with every figure.
+Differences carry a paired bootstrap 95 % interval (resampling pairs) and an exact McNemar p-value.
+The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -31,22 +31,12 @@ from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
-from reflectrm.demo.steps import chain_of, first_difference, make_pairs, parse_analysis  # noqa: E402
-from reflectrm.demo.steps_build import trained_problems  # noqa: E402
+from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
+from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
 
 EVAL_SEED = 98765
-
-
-def heldout_pairs(n: int, card: dict) -> list:
-    """`n` pairs whose problem (start and steps) none of the build's training pairs asks."""
-    seen = trained_problems(card)
-    pool = make_pairs(4 * n, seed=EVAL_SEED, source="demo-steps-heldout")
-    fresh = [p for p in pool if chain_of(p) not in seen]
-    if len(fresh) < n:
-        raise SystemExit(f"only {len(fresh)} held-out problems not seen in the build; ask for fewer --pairs")
-    return fresh[:n]
 
 
 def accuracy(js: list[Judgment]) -> float:
@@ -124,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
     args = ap.parse_args(argv)
     card = json.loads((args.model / "demo_card.json").read_text())
-    pairs = heldout_pairs(args.pairs, card)
+    pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
     backend = load_backend(str(args.model), backend=args.backend)
     config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)
     t0 = time.perf_counter()
@@ -172,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in figures["accuracy"].items():
         print(f"{name:15s} {100 * value:5.1f} %")
     for name, b in figures["reflectrm_minus"].items():
-        print(f"reflectrm - {name:15s} {100 * b['diff']:+5.1f} points  95% CI [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}]  McNemar p {b['mcnemar_p']:.2g}")
+        print(f"reflectrm - {name:15s} {100 * b['diff']:+5.1f} points  95% CI [{100 * b['lo']:+.1f}, "
+              f"{100 * b['hi']:+.1f}]  McNemar p {b['mcnemar_p']:.2g}")
     print(f"reflections between critiques with different verdicts: {audit['decisive_reflections']}, "
           f"pick the right one {100 * audit['picks_right']:.1f} %, same pick in both orders "
           f"{100 * audit['same_pick_both_orders']:.1f} %")

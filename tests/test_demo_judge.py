@@ -115,13 +115,9 @@ def _judges_running_sums(demo_backend):
 def _unseen_steps_pairs(n: int) -> list[PreferencePair]:
     import json
 
-    from reflectrm.demo.steps import problem_of
-    from reflectrm.demo.steps_build import trained_problems
+    from reflectrm.demo.steps_build import heldout_pairs
 
-    seen = trained_problems(json.loads((DEMO_MODEL_DIR / "demo_card.json").read_text()))
-    pairs = [p for p in make_pairs(4 * n, seed=77, source="test-heldout") if problem_of(p) not in seen][:n]
-    assert len(pairs) == n
-    return pairs
+    return heldout_pairs(json.loads((DEMO_MODEL_DIR / "demo_card.json").read_text()), n, seed=77, source="test-heldout")
 
 
 def running_sum_figures(greedy) -> dict[str, float]:  # noqa: ANN001 - judgments

@@ -21,7 +21,18 @@ from typing import Any, NamedTuple
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.demo.build import _render, build_model, build_tokenizer, train
-from reflectrm.demo.steps import KINDS, Balance, analysis, chain_of, make_pair, reflection_example, slipped, steps_of
+from reflectrm.demo.steps import (
+    KINDS,
+    Balance,
+    analysis,
+    chain_of,
+    make_pair,
+    make_pairs,
+    reflection_example,
+    slipped,
+    steps_of,
+)
+from reflectrm.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +103,24 @@ def trained_problems(card: dict[str, Any]) -> set[Any]:
     stage = card
     while stage:
         args = stage.get("build_args") or {}
-        _, pairs = training_examples(int(args.get("pairs", 16000)), seed=int(args.get("seed", TRAIN_SEED)), render=False)
+        n, seed = int(args.get("pairs", 16000)), int(args.get("seed", TRAIN_SEED))
+        _, pairs = training_examples(n, seed=seed, render=False)
         seen |= {chain_of(p) for p in pairs}
         stage = args.get("prior") or stage.get("prior")
     return seen
+
+
+def heldout_pairs(card: dict[str, Any], n: int, *, seed: int, source: str) -> list[Any]:
+    """The first `n` pairs of the seed's stream whose chain none of the build's training pairs asks
+    (ids stay stream positions). Fewer than `n` among 4n is an `InputError` (it cannot happen with
+    today's domain: about 10^7 chains, 16,000 trained)."""
+    seen = trained_problems(card)
+    pool = make_pairs(4 * n, seed=seed, source=source)
+    pairs = [p for p in pool if chain_of(p) not in seen][:n]
+    if len(pairs) < n:
+        raise InputError(f"only {len(pairs)} of {4 * n} demo pairs ask problems the build did not train on: "
+                         "ask for fewer")
+    return pairs
 
 
 def _result_span(target: str, step: int) -> tuple[int, int]:

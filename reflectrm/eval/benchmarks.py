@@ -394,14 +394,10 @@ def load_demo(path: Path | None) -> Benchmark:
 def _unseen_steps_pairs(domain: Any, n: int, *, seed: int, model_dir: Path) -> list[PreferencePair]:
     """The first `n` pairs of the seed's stream whose chain none of the build's training pairs asks."""
     from reflectrm.demo import CARD
-    from reflectrm.demo.steps_build import trained_problems
+    from reflectrm.demo.steps_build import heldout_pairs
 
-    seen = trained_problems(json.loads((model_dir / CARD).read_text(encoding="utf-8")))
-    pool = domain.make_pairs(4 * n, seed=seed, source="demo-heldout")  # ids are stream positions, kept as they are
-    pairs = [p for p in pool if domain.problem_of(p) not in seen][:n]
-    if len(pairs) < n:  # cannot happen with today's domain (about 10^7 chains, 16,000 trained); says so if it does
-        raise InputError(f"only {len(pairs)} of {4 * n} demo pairs ask problems the build did not train on")
-    return pairs
+    card = json.loads((model_dir / CARD).read_text(encoding="utf-8"))
+    return heldout_pairs(card, n, seed=seed, source="demo-heldout")
 
 
 BENCHMARKS: dict[str, _Spec] = {
