@@ -67,7 +67,7 @@ from reflectrm.training.rewards import reward_weights  # noqa: E402
 
 log = logging.getLogger("bench.retrain")
 
-MAX_TOKENS = 96  # per output; set from the domain in main() (arithmetic analyses are 40-70 tokens, running sums up to 150)
+MAX_TOKENS = 96  # per output; main() sets it from the domain (arithmetic analyses 40-70 tokens, running sums to 150)
 DOMAIN: Any = tasks
 """The judge's task domain (`reflectrm.demo.tasks` or `reflectrm.demo.steps`), from its demo card."""
 SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "corrected_fresh": 555_004, "unseen": 555_005}
@@ -302,7 +302,8 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
             "reworded_greedy_paired": paired(before_fresh["_greedy"], after_fresh["_greedy"])}
 
 
-def splits(model: str, eval_pairs: int, unseen_pairs: int) -> tuple[list[PreferencePair], list[PreferencePair], list[PreferencePair]]:
+def splits(model: str, eval_pairs: int,
+           unseen_pairs: int) -> tuple[list[PreferencePair], list[PreferencePair], list[PreferencePair]]:
     """(held-out, held-in, unseen-problem) pairs: held-in pairs ask the held-out problems in their other
     wordings, never a held-out conversation; unseen pairs ask problems neither of them asks."""
     held_out = DOMAIN.make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
@@ -348,7 +349,8 @@ def main() -> int:
     ap.add_argument("--unseen-pairs", type=int, default=300,
                     help="pairs on problems no training example asks (0: skip that measurement)")
     ap.add_argument("--correction-pairs", type=int, default=120, help="pairs judged to find wrong judgments to correct")
-    ap.add_argument("--corrections", type=int, default=30, help="wrong judgments corrected through the store (default 30)")
+    ap.add_argument("--corrections", type=int, default=30,
+                    help="wrong judgments corrected through the store (default 30)")
     ap.add_argument("--replay", type=float, default=2.0,
                     help="part 1's examples replayed in part 2, per correction example "
                          "(default 2: two thirds of what is seen)")
@@ -404,9 +406,9 @@ def main() -> int:
 def interval(before: list[bool], after: list[bool]) -> dict[str, float]:
     """after - before on the same pairs: a paired bootstrap 95 % interval and the exact McNemar p-value."""
     e = paired_bootstrap([float(x) for x in before], [float(x) for x in after])
-    fixed, broken = sum(a and not b for b, a in zip(before, after)), sum(b and not a for b, a in zip(before, after))
-    return {"diff": e.value, "lo": e.low, "hi": e.high, "fixed": fixed, "broken": broken,
-            "mcnemar_p": mcnemar_exact(fixed, broken)}
+    counts = paired(before, after)
+    return {"diff": e.value, "lo": e.low, "hi": e.high, **counts,
+            "mcnemar_p": mcnemar_exact(counts["fixed"], counts["broken"])}
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
