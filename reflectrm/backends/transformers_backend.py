@@ -145,7 +145,8 @@ class TransformersBackend:
                   should_stop: StopCheck | None) -> list[list[Completion]]:
         out: list[list[Completion]] = [[] for _ in requests]
         call_started = time.perf_counter()
-        self.last_timings = t = dict.fromkeys(("encode_s", "prefill_s", "forward_s", "sample_s", "other_s", "total_s"), 0.0)
+        self.last_timings = t = dict.fromkeys(("encode_s", "prefill_s", "forward_s", "sample_s", "other_s", "total_s"),
+                                              0.0)
         t["steps"] = t["rows"] = 0
         for chunk in self._chunks(requests):
             _check_stop(should_stop, "before a batch")
@@ -216,8 +217,8 @@ class TransformersBackend:
             attn = attn[rows]
             next_pos = positions[rows, -1:] + 1  # [R, 1]
             gens = [self._generator(s) for seed_list in seeds for s in seed_list]
-            t["prefill_s"] = t.get("prefill_s", 0.0) + time.perf_counter() - started
-            t["rows"] = t.get("rows", 0) + len(gens)
+            t["prefill_s"] += time.perf_counter() - started
+            t["rows"] += len(gens)
             tokens, logps = self._loop(logits, cache, attn, next_pos, gens, params, budget, should_stop)
         return self._assemble(tokens, logps, seeds, params, budget)
 
@@ -237,9 +238,7 @@ class TransformersBackend:
         tokens: list[list[int]] = [[] for _ in range(total)]
         logps: list[list[float]] = [[] for _ in range(total)]
         stop = torch.tensor(sorted(self.stop_ids), device=logits.device)
-        times = self.last_timings
-        for key in ("forward_s", "sample_s", "steps"):
-            times.setdefault(key, 0)
+        times = self.last_timings  # started by _generate, which every call goes through
         clock = time.perf_counter
         tuner = self._tuner if self.threads == "auto" else None
         mark = clock()
