@@ -17,6 +17,7 @@ step copies one position, not the whole cache.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 GQA_ATTENTION = "reflectrm_gqa_sdpa"
@@ -75,7 +76,9 @@ def growing_cache(model: Any, capacity: int) -> Any | None:
     return cache
 
 
+@functools.cache
 def _growing_layer_class() -> type:
+    """The class, made on first use (transformers is imported lazily)."""
     from transformers.cache_utils import DynamicLayer
 
     class _GrowingLayer(DynamicLayer):
@@ -149,12 +152,6 @@ def _growing_layer_class() -> type:
     return _GrowingLayer
 
 
-class _Lazy:
-    cls: type | None = None
-
-
 def GrowingLayer(capacity: int) -> Any:
-    """A new growing cache layer (its class is made on first use: transformers is imported lazily)."""
-    if _Lazy.cls is None:
-        _Lazy.cls = _growing_layer_class()
-    return _Lazy.cls(capacity)
+    """A new growing cache layer."""
+    return _growing_layer_class()(capacity)
