@@ -31,6 +31,7 @@ from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
+from reflectrm.demo import read_card  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
                     help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
     args = ap.parse_args(argv)
-    card = json.loads((args.model / "demo_card.json").read_text())
+    card = read_card(args.model)
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
     backend = load_backend(str(args.model), backend=args.backend)
     config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)

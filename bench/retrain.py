@@ -48,12 +48,19 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
-from reflectrm.demo import DEMO_MODEL_DIR  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
-from reflectrm.demo import domain_of, output_tokens, steps, tasks  # noqa: E402
+from reflectrm.demo import (  # noqa: E402
+    DEMO_MODEL_DIR,
+    domain_of,
+    output_tokens,
+    read_card,
+    steps,
+    tasks,
+)
 from reflectrm.demo.steps_build import trained_problems  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
+from reflectrm.training.cli import parse_mix  # noqa: E402
 from reflectrm.training.data import (  # noqa: E402
     DataConfig,
     build_training_set,
@@ -61,7 +68,6 @@ from reflectrm.training.data import (  # noqa: E402
     read_examples,
     write_snapshot,
 )
-from reflectrm.training.cli import parse_mix  # noqa: E402
 from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
 from reflectrm.training.rewards import reward_weights  # noqa: E402
 
@@ -308,7 +314,7 @@ def splits(model: str, eval_pairs: int,
     wordings, never a held-out conversation; unseen pairs ask problems neither of them asks."""
     held_out = DOMAIN.make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
     if DOMAIN is steps:  # leave out the problems the judge's build trained on (its card names them)
-        seen = trained_problems(json.loads((Path(model) / "demo_card.json").read_text()))
+        seen = trained_problems(read_card(model))
         held_out = [p for p in held_out if steps.problem_of(p) not in seen]
     held_in = DOMAIN.fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train")  # never a held-out conversation
     unseen = DOMAIN.other_problems(DOMAIN.make_pairs(3 * unseen_pairs, seed=SEEDS["unseen"], source="bench-unseen"),

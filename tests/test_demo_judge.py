@@ -113,11 +113,10 @@ def _judges_running_sums(demo_backend):
 
 
 def _unseen_steps_pairs(n: int) -> list[PreferencePair]:
-    import json
-
+    from reflectrm.demo import read_card
     from reflectrm.demo.steps_build import heldout_pairs
 
-    return heldout_pairs(json.loads((DEMO_MODEL_DIR / "demo_card.json").read_text()), n, seed=77, source="test-heldout")
+    return heldout_pairs(read_card(DEMO_MODEL_DIR), n, seed=77, source="test-heldout")
 
 
 def running_sum_figures(greedy) -> dict[str, float]:  # noqa: ANN001 - judgments

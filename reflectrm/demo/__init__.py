@@ -26,7 +26,7 @@ from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.errors import ConfigError
 
 __all__ = ["CARD", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "OUTPUT_TOKENS", "demo_domain", "domain_name",
-           "domain_of", "judge_domain", "output_tokens", "pair_source"]
+           "domain_of", "judge_domain", "output_tokens", "pair_source", "read_card"]
 
 CARD = "demo_card.json"
 """The file a demo judge's folder describes its build in (written by the build tools)."""
@@ -41,17 +41,25 @@ OUTPUT_TOKENS: dict[str, int] = {"reflectrm.demo.tasks": 96, "reflectrm.demo.ste
 """Tokens one analysis or reflection of each domain's judge needs at most (arithmetic 40-70, running sums up to 150)."""
 
 
-def domain_name(model_dir: str | Path) -> str:
-    """The domain the demo judge in `model_dir` was built on, as its card names it (checked against `DOMAINS`)."""
+def read_card(model_dir: str | Path) -> dict:
+    """The demo card of the judge in `model_dir` ({} when it has none); an unreadable one is a `ConfigError`."""
     path = Path(model_dir) / CARD
     if not path.is_file():
-        return DEFAULT_DOMAIN
+        return {}
     try:
         card = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not a readable demo card ({exc}): rebuild the model or fix the file") from None
-    name = card.get("domain", DEFAULT_DOMAIN) if isinstance(card, dict) else None
+    if not isinstance(card, dict):
+        raise ConfigError(f"{path}: a demo card is a JSON object: rebuild the model or fix the file")
+    return card
+
+
+def domain_name(model_dir: str | Path) -> str:
+    """The domain the demo judge in `model_dir` was built on, as its card names it (checked against `DOMAINS`)."""
+    name = read_card(model_dir).get("domain", DEFAULT_DOMAIN)
     if name not in DOMAINS:
+        path = Path(model_dir) / CARD
         raise ConfigError(f"{path}: unknown demo domain {name!r}: use one of {', '.join(sorted(DOMAINS))}")
     return name
 

@@ -393,11 +393,10 @@ def load_demo(path: Path | None) -> Benchmark:
 
 def _unseen_steps_pairs(domain: Any, n: int, *, seed: int, model_dir: Path) -> list[PreferencePair]:
     """The first `n` pairs of the seed's stream whose chain none of the build's training pairs asks."""
-    from reflectrm.demo import CARD
+    from reflectrm.demo import read_card
     from reflectrm.demo.steps_build import heldout_pairs
 
-    card = json.loads((model_dir / CARD).read_text(encoding="utf-8"))
-    return heldout_pairs(card, n, seed=seed, source="demo-heldout")
+    return heldout_pairs(read_card(model_dir), n, seed=seed, source="demo-heldout")
 
 
 BENCHMARKS: dict[str, _Spec] = {
