@@ -47,6 +47,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends.cpu_decode import cpu_has_bf16  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
 from reflectrm.demo import (  # noqa: E402
@@ -332,15 +333,6 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
         lr_scheduler=args.lr_schedule,
         reward_weights=reward_weights(arithmetic=args.arithmetic_reward),
     )
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (AMX or AVX512-BF16), where autocast pays; Linux only."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
 
 
 def main() -> int:

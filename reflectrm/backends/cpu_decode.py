@@ -18,9 +18,24 @@ step copies one position, not the whole cache.
 from __future__ import annotations
 
 import functools
+import re
+from pathlib import Path
 from typing import Any
 
 GQA_ATTENTION = "reflectrm_gqa_sdpa"
+
+
+@functools.cache
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AMX or AVX512-BF16), where bf16 pays; Linux only.
+
+    Without either, bf16 matrix products are emulated: measured here on an AMD EPYC, 0.8 GFLOPS against
+    62 in fp32, and a demo build's first training step took 74 s under bf16 autocast."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
 
 
 def gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from reflectrm.backends.cpu_decode import cpu_has_bf16
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams
 from reflectrm.backends.engine import EngineConfig
 from reflectrm.backends.transformers_backend import weights_revision
@@ -190,11 +191,17 @@ def cpu_prefill_kwargs(source: str, config: EngineConfig) -> dict[str, Any]:
     prompt is split over two steps: chunked prefill then rewinds the request's generator, which a
     CPU generator cannot. A data set judged in one engine call (hundreds of seeded requests) always
     splits some prompt, so chunked prefill is off and a step's budget holds the longest prompt.
-    """
+
+    Also, `dtype="auto"` on a CPU without native bf16 (AVX512-BF16 or AMX) is float32: vLLM's "auto"
+    takes the checkpoint's bf16, which such a CPU emulates at a fraction of fp32's speed (ENVIRONMENT.md:
+    16 against 77 tokens/s on a 442 M-parameter Qwen3 shape)."""
+    kw: dict[str, Any] = {}
+    if config.dtype == "auto" and not cpu_has_bf16():
+        kw["dtype"] = "float32"
     length = config.max_model_len or _model_length(source)
     if length is None:  # a Hub id not on disk: vLLM's defaults (a long batch may then hit the error above)
-        return {}
-    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(int(length), 8192)}
+        return kw
+    return {**kw, "enable_chunked_prefill": False, "max_num_batched_tokens": max(int(length), 8192)}
 
 
 def _model_length(source: str) -> int | None:

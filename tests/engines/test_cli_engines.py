@@ -56,3 +56,18 @@ def test_in_process_data_parallel_points_to_vllms_own_launch():
     kw = engine_kwargs(EngineConfig(tensor_parallel_size=4, kv_cache_gib=2, max_model_len=8192))
     assert kw["enable_prefix_caching"] and kw["logprobs_mode"] == "raw_logprobs" and kw["tensor_parallel_size"] == 4
     assert kw["kv_cache_memory_bytes"] == 2 << 30 and kw["max_model_len"] == 8192
+
+
+@pytest.mark.parametrize(("dtype", "native_bf16", "want"), [
+    ("auto", False, "float32"), ("auto", True, None), ("bfloat16", False, None), ("float16", False, None)])
+def test_vllm_on_a_cpu_without_native_bf16_runs_auto_in_float32(monkeypatch, dtype, native_bf16, want):
+    """vLLM's "auto" takes a checkpoint's bf16, which a CPU without AVX512-BF16/AMX emulates ~5x slower than fp32:
+    on such a CPU "auto" means float32; a dtype the user names is kept."""
+    from reflectrm.backends import vllm_backend
+    from reflectrm.backends.engine import EngineConfig
+    from reflectrm.defaults import DEMO_MODEL_DIR
+
+    monkeypatch.setattr(vllm_backend, "cpu_has_bf16", lambda: native_bf16)
+    kw = vllm_backend.cpu_prefill_kwargs(str(DEMO_MODEL_DIR), EngineConfig(dtype=dtype))
+    assert kw.get("dtype") == want and kw["enable_chunked_prefill"] is False
+    assert kw["max_num_batched_tokens"] >= 8192
