@@ -2,7 +2,7 @@
 
     REFLECTRM_AUTH="ana:secret,ben:hunter2"      # optional login (app section)
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db # store section
-    REFLECTRM_MAX_NEW_TOKENS=160                  # judge section, stage 1 and 2 (a demo judge writes 40-150 tokens)
+    REFLECTRM_MAX_NEW_TOKENS=192                  # judge section, stage 1 and 2 (a demo judge writes 40-170 tokens)
     REFLECTRM_RUNS_DIR=/data/runs                 # where the Train tab's runs live (app section)
 
 Each also has its nested name (`REFLECTRM_APP__AUTH`, `REFLECTRM_JUDGE__N`, ...). Command-line options

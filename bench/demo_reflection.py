@@ -31,7 +31,7 @@ from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
-from reflectrm.demo import read_card  # noqa: E402
+from reflectrm.demo import domain_of, output_tokens, read_card  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
@@ -95,13 +95,14 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
 
 
 def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -> bool:
-    """Does the reflection walk to the step where its critiques first differ, and check that one?"""
+    """Does the reflection walk to the step where its critiques first differ, and check that one
+    (reads the question's step again there)?"""
     a, b = parse_analysis(critique_1), parse_analysis(critique_2)
     at = first_difference(a, b) if a and b else None
     walked = re.findall(r"Step (\d+):", reflection)
     if at is None or at[0] != "step" or not walked:
         return False
-    return int(walked[-1]) == at[1] + 1 and "Check " in reflection
+    return int(walked[-1]) == at[1] + 1 and "The question says" in reflection
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--pairs", type=int, default=600)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--max-new-tokens", type=int, help="per output (default: what the judge's domain needs)")
     ap.add_argument("--out", type=Path, help="also write the figures (and judgments as FILE.jsonl) here")
     ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
                     help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     card = read_card(args.model)
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
     backend = load_backend(str(args.model), backend=args.backend)
-    config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)
+    tokens = args.max_new_tokens or output_tokens(domain_of(args.model))
+    config = JudgeConfig(max_new_tokens=tokens, reflection_max_new_tokens=tokens)
     t0 = time.perf_counter()
     greedy = list(judge_many(pairs, backend, config.with_(strategy="greedy"), batch_size=16))
     t1 = time.perf_counter()

@@ -87,19 +87,22 @@ def test_reflection_walks_to_the_first_difference_checks_it_and_picks_the_critiq
         if kind == "agree":
             assert c1 == c2 and "The critiques agree" in parsed.analysis
             continue
-        assert difference_kind(a, b) == kind and c1 != c2
+        assert difference_kind(a, b, chain_of(p)) == kind and c1 != c2
         where, i = first_difference(a, b)
         chosen, other = (a, b)[parsed.choice - 1], (a, b)[2 - parsed.choice]
         if where == "step":  # the chosen critique is the one right at the first difference
-            assert chosen.steps[i].right and not other.steps[i].right
+            assert steps.step_right(chosen.steps[i], chain_of(p)) and not steps.step_right(other.steps[i], chain_of(p))
             assert parsed.analysis.count("Step ") == i + 1 and f"Step {i + 1}: " in parsed.analysis
-            assert "Check " in parsed.analysis
+            op, b = chain_of(p).ops[i]
+            assert f"The question says {'add' if op == '+' else 'subtract'} {b}" in parsed.analysis
+            # a check of Critique 1's arithmetic, unless Critique 1 misread the step (then Critique 2 at once)
+            assert ("Check " in parsed.analysis) == ((a.steps[i].op, a.steps[i].y) == (op, b))
         else:
             c = chosen.checks[i]
             assert c.d == c.stated - c.computed and f"= {c.d}, Critique" in parsed.analysis
-        if all(e.right for e in chosen.steps):  # a right analysis is always chosen over a wrong one
+        if all(steps.step_right(e, chain_of(p)) for e in chosen.steps):  # a right analysis beats a wrong one
             assert chosen == analysis(p)
-    assert {"agree", "step 1", "step 4", "Response 1", "Response 2"} <= set(seen)
+    assert {"agree", "step 1", "step 4", "step 2 misread", "Response 1", "Response 2"} <= set(seen)
 
 
 def test_two_wrong_critiques_the_one_that_slipped_later_wins():
@@ -108,8 +111,21 @@ def test_two_wrong_critiques_the_one_that_slipped_later_wins():
     early = analysis(p, slips={1: steps.steps_of(chain)[1].z + 2})
     late = analysis(p, slips={3: steps.steps_of(chain)[3].z - 1})
     for c1, c2, want in ((early, late, 2), (late, early, 1)):
-        text, choice = reflection_analysis(c1, c2, tie_choice=1)
+        text, choice = reflection_analysis(c1, c2, tie_choice=1, chain=chain)
         assert choice == want and text.count("Step ") == 2
+
+
+def test_a_misread_step_is_caught_by_reading_the_question_again_in_either_order():
+    p = next(p for p in PAIRS if p.subset == "steps5")
+    chain = chain_of(p)
+    read = steps.misread(random.Random(0), chain, 2)
+    assert read is not None and read != chain.ops[2]
+    right, wrong = analysis(p), analysis(p, misreads={2: read})
+    assert wrong.steps[2].right and not steps.step_right(wrong.steps[2], chain)  # true arithmetic on a wrong step
+    for c1, c2, want in ((right, wrong, 1), (wrong, right, 2)):
+        text, choice = reflection_analysis(c1, c2, tie_choice=1, chain=chain)
+        assert choice == want and text.count("Step ") == 3 and "The question says" in text
+    assert difference_kind(right, wrong, chain) == "step 3 misread" and difference_kind(right, wrong) == "step 3"
 
 
 def test_no_position_shortcut_per_kind_of_disagreement():
@@ -118,7 +134,7 @@ def test_no_position_shortcut_per_kind_of_disagreement():
     for p in make_pairs(3000, seed=12):
         *_, target, kind = reflection_example(rng, p, balance)
         picks.setdefault(kind, Counter())[parse_output(target, task=Task.ANALYSIS).choice] += 1
-    assert {"agree", "step 1", "step 6", "Response 1", "Response 2"} <= set(picks)
+    assert {"agree", "step 1", "step 6", "step 6 misread", "Response 1", "Response 2"} <= set(picks)
     for kind, c in picks.items():
         assert abs(c[1] - c[2]) <= 1, (kind, c)
 
@@ -154,12 +170,18 @@ def test_build_step_examples_leave_the_slipped_result_out_of_the_loss():
 
     examples, pairs = training_examples(60, seed=2)
     assert len(pairs) == 60 and len(examples) == 120  # a preference and a reflection example per pair
-    slipped = [ex for ex in examples if ex.untaught]
-    assert slipped
+    mistaken = [ex for ex in examples if ex.untaught]
+    slipped = [ex for ex in mistaken if len(ex.untaught) == 1]
+    misread = [ex for ex in mistaken if len(ex.untaught) == 2]
+    assert slipped and misread and len(slipped) + len(misread) == len(mistaken)
     for ex in slipped:
         (a, b), = ex.untaught
         taught, untaught = spans(ex)
         assert untaught == [(a, b)] and (a, b) not in taught and ex.target[a:b].lstrip("-").isdigit()
+    for ex in misread:  # the misread operation and operand; the equation that follows them stays taught
+        (a, b), (c, d) = ex.untaught
+        taught, untaught = spans(ex)
+        assert ex.target[a:b] in ("add", "subtract") and ex.target[c:d].isdigit() and not set(untaught) & set(taught)
     _, again = training_examples(60, seed=2, render=False)
     assert again == pairs  # a benchmark can leave the build's problems out without rendering
 
@@ -167,12 +189,13 @@ def test_build_step_examples_leave_the_slipped_result_out_of_the_loss():
 def test_build_weighs_the_reflections_decisions():
     from reflectrm.demo.steps_build import StepExample, spans
 
-    target = ("<Analysis>Step 1: 9 + 8 = 17, 9 + 8 = 16. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right."
-              "</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>")
+    target = ("<Analysis>Step 1: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. The question says add 8. "
+              "Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.</Analysis>\n"
+              "<Result>Critique 1 is better than Critique 2</Result>")
     taught, _ = spans(StepExample("p", target))
     words = Counter(target[a:b] for a, b in taught)
-    assert words["Check"] == 1 and words["Step"] == 1 and words["0"] == 1
-    assert words["17"] == 2 and words["16"] == 1 and words["9"] >= 4 and words["1"] == 2
+    assert words["The question"] == 1 and words["Step"] == 1 and words["0"] == 1 and words["."] == 1
+    assert words["17"] == 2 and words["16"] == 1 and words["9"] >= 4 and words["1"] == 2 and words["add"] == 3
 
 
 def test_arithmetic_reward_checks_running_sums_step_by_step():
@@ -190,7 +213,7 @@ def test_arithmetic_reward_checks_running_sums_step_by_step():
              f"<Analysis>{analysis(p, wrong_diff={1: 5}).text}</Analysis>\n<Result>Response 1 is better</Result>"]
     assert arithmetic_reward([prompt] * 4, texts, ["response"] * 4) == [1.0, 0.0, 0.0, 0.0]
     refl_prompt = messages_to_dicts(reflection_prompt(p, right.text, slip.text))
-    good, _ = reflection_analysis(right, slip, tie_choice=1)
+    good, _ = reflection_analysis(right, slip, tie_choice=1, chain=chain)
     bad = good.replace(" = 0, Critique", " = 1, Critique")
     outs = [f"<Analysis>{t}</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>" for t in (good, bad)]
     assert arithmetic_reward([refl_prompt] * 2, outs, ["analysis"] * 2) == [1.0, 0.0]

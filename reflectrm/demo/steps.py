@@ -49,7 +49,8 @@ from reflectrm.core.types import PreferencePair
 KINDS = ("steps4", "steps5", "steps6")
 QUESTION_FORMS = ("Start with {s}. {steps} What is the result?", "A counter shows {s}. {steps} What does it show now?",
                   "Take {s}. {steps} What number do you get?", "You have {s} points. {steps} How many points now?")
-ANSWER_FORMS = ("The answer is {v}.", "{v}", "It is {v}.", "It equals {v}.", "The result is {v}.")
+ANSWER_FORMS = ("The answer is {v}.", "It is {v}.", "It equals {v}.", "The result is {v}.", "I get {v}.")
+"""Every form puts a space before the number: " 18" and "18" are different tokens, and a check copies " 18"."""
 MIN_VALUE, MAX_VALUE = 1, 40
 SLIPS = (-1, 1, -2, 2, -10, 10)
 
@@ -142,16 +143,35 @@ def make_chain(rng: random.Random, k: int) -> Chain:
     return Chain(start, tuple(ops))
 
 
-def steps_of(chain: Chain, slips: dict[int, int] | None = None) -> list[Eq]:
-    """The chain's steps; `slips` maps a step index (0-based) to the wrong result written there.
-    Later steps continue rightly from it (a slip propagates)."""
-    slips = slips or {}
+def steps_of(chain: Chain, slips: dict[int, int] | None = None,
+             misreads: dict[int, tuple[str, int]] | None = None) -> list[Eq]:
+    """The chain's steps; `slips` maps a step index (0-based) to the wrong result written there,
+    `misreads` to the (op, operand) read there instead of the question's (worked rightly). Later steps
+    continue rightly from either (a mistake propagates)."""
+    slips, misreads = slips or {}, misreads or {}
     value, out = chain.start, []
-    for i, (op, b) in enumerate(chain.ops):
+    for i, step in enumerate(chain.ops):
+        op, b = misreads.get(i, step)
         z = slips.get(i, apply(value, op, b))
         out.append(Eq(i + 1, value, op, b, z))
         value = z
     return out
+
+
+def step_right(e: Eq, chain: Chain) -> bool:
+    """Whether a step reads the question's step (its op and operand) and works it rightly."""
+    return 0 < e.step <= len(chain.ops) and (e.op, e.y) == chain.ops[e.step - 1] and e.right
+
+
+def misread(rng: random.Random, chain: Chain, at: int) -> tuple[str, int] | None:
+    """A plausible misreading of step `at`: its operand off by one, another step's operand, or the
+    other operation; None when every one leaves the running value outside 0..MAX_VALUE + 10."""
+    op, b = chain.ops[at]
+    value = steps_of(chain)[at].x
+    options = {(op, b + d) for d in (-1, 1)} | {(op, y) for _, y in chain.ops} | {("-" if op == "+" else "+", b)}
+    options = sorted(o for o in options if o != (op, b) and 1 <= o[1] <= 10
+                     and 0 <= apply(value, *o) <= MAX_VALUE + 10)
+    return rng.choice(options) if options else None
 
 
 def slipped(rng: random.Random, right: int) -> int:
@@ -229,10 +249,11 @@ class Analysis:
 
 
 def analysis(pair: PreferencePair, *, slips: dict[int, int] | None = None,
-             wrong_diff: dict[int, int] | None = None) -> Analysis:
-    """The analysis a judge writes with the given slips (none: the right analysis): `slips` maps a
-    step index to a wrong result, `wrong_diff` a response (1 or 2) to a wrongly worked difference."""
-    steps = steps_of(chain_of(pair), slips)
+             wrong_diff: dict[int, int] | None = None, misreads: dict[int, tuple[str, int]] | None = None) -> Analysis:
+    """The analysis a judge writes with the given mistakes (none: the right analysis): `slips` maps a
+    step index to a wrong result, `misreads` to a wrongly read step, `wrong_diff` a response (1 or 2)
+    to a wrongly worked difference."""
+    steps = steps_of(chain_of(pair), slips, misreads)
     result, wrong_diff = steps[-1].z, wrong_diff or {}
     checks = tuple(Check(r + 1, v, result, wrong_diff.get(r + 1, v - result))
                    for r, v in enumerate(stated(pair)) if v is not None)
@@ -268,13 +289,18 @@ def first_difference(a: Analysis, b: Analysis) -> tuple[str, int] | None:
     return None
 
 
-def difference_kind(a: Analysis, b: Analysis) -> str:
-    """The kind of disagreement, for balancing: "step 3", "Response 2" or "agree"."""
+def difference_kind(a: Analysis, b: Analysis, chain: Chain | None = None) -> str:
+    """The kind of disagreement, for balancing: "step 3", "step 3 misread" (one critique read that
+    step of `chain` wrongly), "Response 2" or "agree"."""
     at = first_difference(a, b)
     if at is None:
         return "agree"
     where, i = at
-    return f"step {i + 1}" if where == "step" else f"Response {a.checks[i].response}"
+    if where == "check":
+        return f"Response {a.checks[i].response}"
+    read = [(e.op, e.y) for e in (a.steps[i:i + 1] + b.steps[i:i + 1])]
+    return f"step {i + 1} misread" if chain is not None and i < len(chain.ops) and \
+        any(r != chain.ops[i] for r in read) else f"step {i + 1}"
 
 
 def inverse_check(e: Eq) -> tuple[str, bool]:
@@ -284,10 +310,10 @@ def inverse_check(e: Eq) -> tuple[str, bool]:
     return f"Check {e.z} {inv} {e.y} = {back}, {back} - {e.x} = {back - e.x}", back == e.x
 
 
-def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple[str, int]:
-    """The reflection comparing two critiques: their steps side by side up to the first difference,
-    then Critique 1's value there checked by the inverse operation. Critiques that agree get
-    `tie_choice`."""
+def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int, chain: Chain) -> tuple[str, int]:
+    """The reflection comparing two critiques of `chain`: their steps side by side up to the first
+    difference; there, the question's step read again (Critique 1 misread it: Critique 2), else
+    Critique 1's value checked by the inverse operation. Critiques that agree get `tie_choice`."""
     at = first_difference(c1, c2)
     walked = c1.steps if at is None or at[0] == "check" else c1.steps[: at[1] + 1]
     parts = [f"Step {e.step}: {e.worked}; {f.worked}." for e, f in zip(walked, c2.steps)]
@@ -295,9 +321,16 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple
         choice = tie_choice
         parts.append(f"The critiques agree, Critique {choice} is right.")
     elif at[0] == "step":
-        text, ok = inverse_check(c1.steps[at[1]])
-        choice = 1 if ok else 2
-        parts.append(f"{text}, Critique {choice} is right.")
+        e = c1.steps[at[1]]
+        asked = chain.ops[at[1]] if at[1] < len(chain.ops) else None
+        says = f"The question says {_WORD[asked[0]]} {asked[1]}" if asked else "The question has no such step"
+        if asked is None or (e.op, e.y) != asked:
+            choice = 2
+            parts.append(f"{says}, Critique {choice} is right.")
+        else:
+            text, ok = inverse_check(e)
+            choice = 1 if ok else 2
+            parts.append(f"{says}. {text}, Critique {choice} is right.")
     else:  # the steps agree, a check differs: work that check afresh
         k1 = c1.checks[at[1]]
         d = k1.stated - k1.computed
@@ -307,9 +340,13 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int) -> tuple
 
 
 def wrong_analysis(rng: random.Random, pair: PreferencePair, *, not_at: int | None = None) -> tuple[Analysis, int]:
-    """An analysis that slipped at one step (propagated), and that step's index."""
+    """An analysis with one mistake at one step (propagated), and that step's index: half of them a
+    slip (a wrong result), half a misread step (the wrong operand or operation, worked rightly), the
+    two mistakes a sampled analysis makes."""
     chain = chain_of(pair)
     at = rng.choice([i for i in range(len(chain.ops)) if i != not_at])
+    if rng.random() < 0.5 and (read := misread(rng, chain, at)) is not None:
+        return analysis(pair, misreads={at: read}), at
     return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), at
 
 
@@ -329,14 +366,14 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
     """(critique 1, critique 2, target output, kind of disagreement).
 
     Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
-    slipped at different steps (the one right at the first difference is chosen), 10 % a right
+    went wrong at different steps (the one right at the first difference is chosen), 10 % a right
     analysis against one that worked a response's check wrong. The chosen critique comes first or second
     by `balance`, per kind."""
-    right = analysis(pair)
+    right, chain = analysis(pair), chain_of(pair)
     u = rng.random()
     if u < 0.15:
         first = balance.chosen_first("agree")
-        text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2)
+        text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2, chain=chain)
         return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree"
     if u < 0.75:
         good, (bad, _) = right, wrong_analysis(rng, pair)
@@ -347,9 +384,9 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
     else:
         r = rng.choice((1, 2))
         good, bad = right, analysis(pair, wrong_diff={r: right.checks[r - 1].d + rng.choice(SLIPS)})
-    kind = difference_kind(good, bad)
+    kind = difference_kind(good, bad, chain)
     c1, c2 = (good, bad) if balance.chosen_first(kind) else (bad, good)
-    text, choice = reflection_analysis(c1, c2, tie_choice=1)
+    text, choice = reflection_analysis(c1, c2, tie_choice=1, chain=chain)
     return c1.text, c2.text, format_output(text, choice, task=Task.ANALYSIS), kind
 
 
@@ -399,11 +436,21 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
     """Whether an analysis's arithmetic is true (a process reward's test).
 
     A response analysis: its steps work `chain` (each step's operands from the question or the step
-    before, every result true) and each check follows from its result. A reflection: its inverse
-    check is true (the step's value taken back, then its difference from the step's start)."""
+    before, every result true) and each check follows from its result. A reflection: the question's
+    step it quotes is the question's (the last step it walked), and its inverse check is true (the
+    step's value taken back, then its difference from the step's start)."""
     if task is Task.ANALYSIS:
+        said = re.search(r"The question says (add|subtract) (\d+)", text)
+        if said is not None:
+            walked = re.findall(r"Step (\d+): ", text)
+            i = int(walked[-1]) - 1 if walked else -1
+            if chain is None or not 0 <= i < len(chain.ops) or \
+                    chain.ops[i] != ("+" if said[1] == "add" else "-", int(said[2])):
+                return False
         m = re.search(r"Check (-?\d+) ([-+]) (\d+) = (-?\d+), (-?\d+) - (-?\d+) = (-?\d+)", text)
         if m is None:
+            if said is not None:
+                return ", Critique 2 is right" in text
             m = re.search(r"Response [12]: (-?\d+) - (-?\d+) = (-?\d+), Critique", text)
             return ("The critiques agree" in text) if m is None else int(m[1]) - int(m[2]) == int(m[3])
         z, op, y, back, again, x, d = m.groups()

@@ -28,6 +28,7 @@ from reflectrm.demo.steps import (
     chain_of,
     make_pair,
     make_pairs,
+    misread,
     reflection_example,
     slipped,
     steps_of,
@@ -47,13 +48,16 @@ class StepExample(NamedTuple):
 
 
 DECISIVE = (
-    re.compile(r"= (-?\d+)[.,]"),  # every equation's result (steps, the copies in a reflection, the inverse check)
+    re.compile(r"= (-?\d+)[.,;]"),  # every equation's result (steps, both copies in a reflection, the inverse check)
     re.compile(r"(-?\d+) [-+] \d+ = "),  # its first operand (copied from the question or the previous step)
     re.compile(r"-?\d+ [-+] (\d+) = "),  # and its second; a build that weighed only results never learned to copy them
-    re.compile(r"Step \d+: (add|subtract) \d+,"),  # the question's step, quoted
-    re.compile(r"Step \d+: (?:add|subtract) (\d+),"),
+    re.compile(r"(?:Step \d+:|;) (add|subtract) \d+,"),  # the question's step, quoted (both critiques' in a reflection)
+    re.compile(r"(?:Step \d+:|;) (?:add|subtract) (\d+),"),
     re.compile(r"-?\d+, (right|wrong)[.;]"),  # each check's word
-    re.compile(r"(?:^<Analysis>|\. )(Step|Check|The critiques|Response)"),  # a reflection: walk on, or check here
+    re.compile(r"(?:^<Analysis>|\. )(Step|The question|The critiques|Response)"),  # a reflection: walk on, or check here
+    re.compile(r"The question says (add|subtract) \d+"),  # the question's step, read again where the critiques differ
+    re.compile(r"The question says (?:add|subtract) (\d+)"),
+    re.compile(r"The question says (?:add|subtract) \d+([.,])"),  # a misread (",": Critique 2) or a check (".")
     re.compile(r"Critique (\d) is right"),  # the reflection's decision
     re.compile(r"<Result>(?:Response|Critique) (\d)"),  # the verdict
 )
@@ -82,10 +86,15 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
         if rng.random() < mistake_frac:
             chain = chain_of(pair)
             at = rng.randrange(len(chain.ops))
-            wrong = slipped(rng, steps_of(chain)[at].z)
-            a = analysis(pair, slips={at: wrong})
-            target = format_output(a.text, a.verdict, task=Task.RESPONSE)
-            out.append(StepExample(prompt, target, (_result_span(target, at),)))
+            read = misread(rng, chain, at) if rng.random() < 0.5 else None
+            if read is None:
+                a = analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)})
+                target = format_output(a.text, a.verdict, task=Task.RESPONSE)
+                out.append(StepExample(prompt, target, (_result_span(target, at),)))
+            else:  # a misread step: its quote left out of the loss, the rest follows it rightly
+                a = analysis(pair, misreads={at: read})
+                target = format_output(a.text, a.verdict, task=Task.RESPONSE)
+                out.append(StepExample(prompt, target, _quote_spans(target, at)))
         else:
             a = analysis(pair)
             out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
@@ -121,6 +130,13 @@ def heldout_pairs(card: dict[str, Any], n: int, *, seed: int, source: str) -> li
         raise InputError(f"only {len(pairs)} of {4 * n} demo pairs ask problems the build did not train on: "
                          "ask for fewer")
     return pairs
+
+
+def _quote_spans(target: str, step: int) -> tuple[tuple[int, int], ...]:
+    """Character spans of step `step`'s quoted operation and operand (its equation, which follows the
+    quote, stays taught)."""
+    m = list(re.finditer(r"Step \d+: (add|subtract) (\d+),", target))[step]
+    return m.span(1), m.span(2)
 
 
 def _result_span(target: str, step: int) -> tuple[int, int]:
