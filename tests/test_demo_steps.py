@@ -217,3 +217,20 @@ def test_arithmetic_reward_checks_running_sums_step_by_step():
     bad = good.replace(" = 0, Critique", " = 1, Critique")
     outs = [f"<Analysis>{t}</Analysis>\n<Result>Critique 1 is better than Critique 2</Result>" for t in (good, bad)]
     assert arithmetic_reward([refl_prompt] * 2, outs, ["analysis"] * 2) == [1.0, 0.0]
+
+
+def test_misread_frac_zero_builds_slips_only_and_the_card_names_the_stream():
+    """--misread-frac 0 is the earlier builds' data (slips only); a card's build_args say which stream it trained on."""
+    from reflectrm.demo.steps_build import trained_problems, training_examples
+
+    examples, pairs = training_examples(200, seed=5, misread_frac=0.0)
+    assert all(len(ex.untaught) <= 1 for ex in examples)
+    assert not any("The question says" in ex.target and ", Critique 2 is right" in ex.target
+                   and "Check " not in ex.target for ex in examples)
+    rng, balance = random.Random(4), Balance()
+    kinds = {reflection_example(rng, p, balance, misread_frac=0.0)[3] for p in PAIRS[:300]}
+    assert kinds and not any("misread" in k for k in kinds)
+    card = {"build_args": {"pairs": 200, "seed": 5, "misread_frac": 0.0}}
+    assert trained_problems(card) == {chain_of(p) for p in pairs}
+    _, other = training_examples(200, seed=5, misread_frac=0.5, render=False)
+    assert trained_problems({"build_args": {"pairs": 200, "seed": 5, "misread_frac": 0.5}}) == {chain_of(p) for p in other}

@@ -23,9 +23,11 @@ differ, and checks only that step, by the inverse operation: a different arithme
 the one the critiques used (a judge that misremembers 9 + 8 has no reason to misremember 17 - 8):
 
     Step 1: add 5, 7 + 5 = 12; add 5, 7 + 5 = 12. Step 2: subtract 3, 12 - 3 = 9; subtract 3, 12 - 3 = 9.
-    Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
+    Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. The question says add 8. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
 
-(Each critique's step is copied as the critique wrote it, label first: a copy by matching the label.)
+(Each critique's step is copied as the critique wrote it, label first: a copy by matching the label.) The
+question's step is read again there: a critique that misread it (the wrong operand or operation, worked
+rightly, which an inverse check passes) loses at once ("The question says add 8, Critique 2 is right.").
 
 A difference of 0 means Critique 1's value at that step is right; anything else, that it is wrong
 and Critique 2 is chosen. Critiques that differ only in a response's check are decided by that
@@ -339,13 +341,14 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int, chain: C
     return " ".join(parts), choice
 
 
-def wrong_analysis(rng: random.Random, pair: PreferencePair, *, not_at: int | None = None) -> tuple[Analysis, int]:
-    """An analysis with one mistake at one step (propagated), and that step's index: half of them a
-    slip (a wrong result), half a misread step (the wrong operand or operation, worked rightly), the
-    two mistakes a sampled analysis makes."""
+def wrong_analysis(rng: random.Random, pair: PreferencePair, *, not_at: int | None = None,
+                   misread_frac: float = 0.5) -> tuple[Analysis, int]:
+    """An analysis with one mistake at one step (propagated), and that step's index: a `misread_frac`
+    of them a misread step (the wrong operand or operation, worked rightly), the rest a slip (a wrong
+    result): the two mistakes a sampled analysis makes."""
     chain = chain_of(pair)
     at = rng.choice([i for i in range(len(chain.ops)) if i != not_at])
-    if rng.random() < 0.5 and (read := misread(rng, chain, at)) is not None:
+    if misread_frac and rng.random() < misread_frac and (read := misread(rng, chain, at)) is not None:
         return analysis(pair, misreads={at: read}), at
     return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), at
 
@@ -362,7 +365,8 @@ class Balance:
         return n % 2 == 0
 
 
-def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance) -> tuple[str, str, str, str]:
+def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance, *,
+                       misread_frac: float = 0.5) -> tuple[str, str, str, str]:
     """(critique 1, critique 2, target output, kind of disagreement).
 
     Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
@@ -376,10 +380,10 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
         text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2, chain=chain)
         return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree"
     if u < 0.75:
-        good, (bad, _) = right, wrong_analysis(rng, pair)
+        good, (bad, _) = right, wrong_analysis(rng, pair, misread_frac=misread_frac)
     elif u < 0.90:
-        a, i = wrong_analysis(rng, pair)
-        b, j = wrong_analysis(rng, pair, not_at=i)
+        a, i = wrong_analysis(rng, pair, misread_frac=misread_frac)
+        b, j = wrong_analysis(rng, pair, not_at=i, misread_frac=misread_frac)
         good, bad = (a, b) if j < i else (b, a)  # the one that slipped later is right where they first differ
     else:
         r = rng.choice((1, 2))

@@ -70,11 +70,12 @@ def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]
 
 
 def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
-                      render: bool = True) -> tuple[list[StepExample], list[Any]]:
+                      misread_frac: float = 0.5, render: bool = True) -> tuple[list[StepExample], list[Any]]:
     """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
 
     A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
-    loss (later steps and the checks follow it rightly): the judge learns to check the responses
+    loss (later steps and the checks follow it rightly; a `misread_frac` of them misread a step, as a
+    `misread_frac` of the reflections' wrong critiques do): the judge learns to check the responses
     against what it computed, not that exactly one answer is right. `render=False` draws the same
     pairs without rendering examples (fast: what a benchmark needs to leave the build's problems out)."""
     rng, balance = random.Random(seed), Balance()
@@ -86,7 +87,7 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
         if rng.random() < mistake_frac:
             chain = chain_of(pair)
             at = rng.randrange(len(chain.ops))
-            read = misread(rng, chain, at) if rng.random() < 0.5 else None
+            read = misread(rng, chain, at) if misread_frac and rng.random() < misread_frac else None
             if read is None:
                 a = analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)})
                 target = format_output(a.text, a.verdict, task=Task.RESPONSE)
@@ -99,7 +100,7 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
             a = analysis(pair)
             out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
         if i % refl_every == 0:
-            c1, c2, target, _ = reflection_example(rng, pair, balance)
+            c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac)
             if render:
                 out.append(StepExample(_render(reflection_prompt(pair, c1, c2)), target))
     return (out if render else []), pairs
@@ -113,7 +114,7 @@ def trained_problems(card: dict[str, Any]) -> set[Any]:
     while stage:
         args = stage.get("build_args") or {}
         n, seed = int(args.get("pairs", 16000)), int(args.get("seed", TRAIN_SEED))
-        _, pairs = training_examples(n, seed=seed, render=False)
+        _, pairs = training_examples(n, seed=seed, misread_frac=float(args.get("misread_frac", 0.0)), render=False)
         seen |= {chain_of(p) for p in pairs}
         stage = args.get("prior") or stage.get("prior")
     return seen
@@ -154,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=16000, help="synthetic training pairs")
     ap.add_argument("--vocab-size", type=int, default=640)
     ap.add_argument("--seed", type=int, default=TRAIN_SEED)
+    ap.add_argument("--misread-frac", type=float, default=0.5,
+                    help="share of the wrong analyses (taught responses' mistakes, reflections' critiques) that misread a "
+                         "step rather than slip; 0 = slips only, as builds before this flag")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
@@ -162,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(args.seed)
     started = time.perf_counter()
-    examples, _ = training_examples(args.pairs, seed=args.seed)
+    examples, _ = training_examples(args.pairs, seed=args.seed, misread_frac=args.misread_frac)
     if args.init:  # a second training stage: same tokenizer, weights from the first stage
         from transformers import AutoTokenizer, Qwen3ForCausalLM
 
