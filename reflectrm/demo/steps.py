@@ -23,7 +23,8 @@ differ, and checks only that step, by the inverse operation: a different arithme
 the one the critiques used (a judge that misremembers 9 + 8 has no reason to misremember 17 - 8):
 
     Step 1: add 5, 7 + 5 = 12; add 5, 7 + 5 = 12. Step 2: subtract 3, 12 - 3 = 9; subtract 3, 12 - 3 = 9.
-    Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. The question says add 8. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
+    Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. The question says add 8.
+    Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
 
 (Each critique's step is copied as the critique wrote it, label first: a copy by matching the label.) The
 question's step is read again there: a critique that misread it (the wrong operand or operation, worked

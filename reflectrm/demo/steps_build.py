@@ -54,7 +54,8 @@ DECISIVE = (
     re.compile(r"(?:Step \d+:|;) (add|subtract) \d+,"),  # the question's step, quoted (both critiques' in a reflection)
     re.compile(r"(?:Step \d+:|;) (?:add|subtract) (\d+),"),
     re.compile(r"-?\d+, (right|wrong)[.;]"),  # each check's word
-    re.compile(r"(?:^<Analysis>|\. )(Step|The question|The critiques|Response)"),  # a reflection: walk on, or check here
+    # a reflection: walk on, or check here
+    re.compile(r"(?:^<Analysis>|\. )(Step|The question|The critiques|Response)"),
     re.compile(r"The question says (add|subtract) \d+"),  # the question's step, read again where the critiques differ
     re.compile(r"The question says (?:add|subtract) (\d+)"),
     re.compile(r"The question says (?:add|subtract) \d+([.,])"),  # a misread (",": Critique 2) or a check (".")
@@ -156,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab-size", type=int, default=640)
     ap.add_argument("--seed", type=int, default=TRAIN_SEED)
     ap.add_argument("--misread-frac", type=float, default=0.5,
-                    help="share of the wrong analyses (taught responses' mistakes, reflections' critiques) that misread a "
-                         "step rather than slip; 0 = slips only, as builds before this flag")
+                    help="share of the wrong analyses (taught responses' mistakes, reflections' critiques) that "
+                         "misread a step rather than slip; 0 = slips only, as builds before this flag")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
