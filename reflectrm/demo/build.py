@@ -207,7 +207,7 @@ def train(
     )
     rng = random.Random(0)
     batches = _batches(encoded, batch_size, rng)
-    bf16 = cpu_has_bf16()  # bf16 autocast where the CPU multiplies bf16 natively; emulated it is ~50x slower
+    bf16 = cpu_has_bf16()  # bf16 autocast only where native: emulated, a demo step took 74 s against 1.8 s in fp32
     log.info("training in %s", "bf16 autocast" if bf16 else "fp32 (this CPU has no AVX512-BF16 or AMX)")
     model.train()
     losses = []

@@ -301,9 +301,9 @@ def difference_kind(a: Analysis, b: Analysis, chain: Chain | None = None) -> str
     where, i = at
     if where == "check":
         return f"Response {a.checks[i].response}"
-    read = [(e.op, e.y) for e in (a.steps[i:i + 1] + b.steps[i:i + 1])]
-    return f"step {i + 1} misread" if chain is not None and i < len(chain.ops) and \
-        any(r != chain.ops[i] for r in read) else f"step {i + 1}"
+    misread_there = chain is not None and i < len(chain.ops) and any(
+        (e.op, e.y) != chain.ops[i] for e in (*a.steps[i:i + 1], *b.steps[i:i + 1]))
+    return f"step {i + 1} misread" if misread_there else f"step {i + 1}"
 
 
 def inverse_check(e: Eq) -> tuple[str, bool]:
@@ -349,9 +349,16 @@ def wrong_analysis(rng: random.Random, pair: PreferencePair, *, not_at: int | No
     result): the two mistakes a sampled analysis makes."""
     chain = chain_of(pair)
     at = rng.choice([i for i in range(len(chain.ops)) if i != not_at])
+    return mistaken(rng, pair, at, misread_frac=misread_frac)[0], at
+
+
+def mistaken(rng: random.Random, pair: PreferencePair, at: int, *, misread_frac: float) -> tuple[Analysis, bool]:
+    """The analysis with one mistake at step `at`, and whether it is a misread: a `misread_frac` of them
+    misread the step (when it has a plausible misreading), the rest slip there."""
+    chain = chain_of(pair)
     if misread_frac and rng.random() < misread_frac and (read := misread(rng, chain, at)) is not None:
-        return analysis(pair, misreads={at: read}), at
-    return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), at
+        return analysis(pair, misreads={at: read}), True
+    return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), False
 
 
 class Balance:

@@ -28,10 +28,8 @@ from reflectrm.demo.steps import (
     chain_of,
     make_pair,
     make_pairs,
-    misread,
+    mistaken,
     reflection_example,
-    slipped,
-    steps_of,
 )
 from reflectrm.errors import InputError
 
@@ -86,17 +84,12 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
         pairs.append(pair)
         prompt = _render(response_prompt(pair)) if render else ""
         if rng.random() < mistake_frac:
-            chain = chain_of(pair)
-            at = rng.randrange(len(chain.ops))
-            read = misread(rng, chain, at) if misread_frac and rng.random() < misread_frac else None
-            if read is None:
-                a = analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)})
-                target = format_output(a.text, a.verdict, task=Task.RESPONSE)
-                out.append(StepExample(prompt, target, (_result_span(target, at),)))
-            else:  # a misread step: its quote left out of the loss, the rest follows it rightly
-                a = analysis(pair, misreads={at: read})
-                target = format_output(a.text, a.verdict, task=Task.RESPONSE)
-                out.append(StepExample(prompt, target, _quote_spans(target, at)))
+            at = rng.randrange(len(chain_of(pair).ops))
+            a, misread_step = mistaken(rng, pair, at, misread_frac=misread_frac)
+            target = format_output(a.text, a.verdict, task=Task.RESPONSE)
+            # the mistake is left out of the loss (a misread step's quote, a slip's result); the rest follows it
+            untaught = _quote_spans(target, at) if misread_step else (_result_span(target, at),)
+            out.append(StepExample(prompt, target, untaught))
         else:
             a = analysis(pair)
             out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))

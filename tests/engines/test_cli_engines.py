@@ -68,6 +68,6 @@ def test_vllm_on_a_cpu_without_native_bf16_runs_auto_in_float32(monkeypatch, dty
     from reflectrm.defaults import DEMO_MODEL_DIR
 
     monkeypatch.setattr(vllm_backend, "cpu_has_bf16", lambda: native_bf16)
-    kw = vllm_backend.cpu_prefill_kwargs(str(DEMO_MODEL_DIR), EngineConfig(dtype=dtype))
+    kw = vllm_backend.cpu_engine_kwargs(str(DEMO_MODEL_DIR), EngineConfig(dtype=dtype))
     assert kw.get("dtype") == want and kw["enable_chunked_prefill"] is False
     assert kw["max_num_batched_tokens"] >= 8192
