@@ -32,12 +32,16 @@ from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
 from reflectrm.demo import domain_of, output_tokens, read_card  # noqa: E402
+from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
+from reflectrm.errors import ConfigError, InputError, ReflectRMError  # noqa: E402
+from reflectrm.flags import counting  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
 
 EVAL_SEED = 98765
+MAX_PAIRS = 100_000  # held-out pairs are drawn from a stream 4x as long; far above what a CPU judges in a day
 
 
 def accuracy(js: list[Judgment]) -> float:
@@ -108,13 +112,34 @@ def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--pairs", type=int, default=600)
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, help="per output (default: what the judge's domain needs)")
+    ap.add_argument("--pairs", type=counting, default=600)
+    ap.add_argument("--batch-size", type=counting, default=8)
+    ap.add_argument("--max-new-tokens", type=counting, metavar="N",
+                    help="per output, at least 1 (default: what the judge's domain needs)")
     ap.add_argument("--out", type=Path, help="also write the figures (and judgments as FILE.jsonl) here")
     ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
                     help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
     args = ap.parse_args(argv)
+    try:
+        return run(args)
+    except ReflectRMError as exc:  # a bad model folder, card or engine: one line, exit 2
+        ap.exit(2, f"{ap.prog}: error: {exc}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    if domain_of(args.model) is not steps:
+        raise ConfigError(f"{args.model}: not a running-sum demo judge (its demo_card.json must name "
+                          "reflectrm.demo.steps): build one with python -m reflectrm.demo.steps_build --out DIR")
+    if args.pairs > MAX_PAIRS:
+        raise InputError(f"--pairs {args.pairs} is more than this bench judges ({MAX_PAIRS}): ask for fewer")
+    if args.out:  # checked before the run: a path that cannot be written must not cost a 25-minute run
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--out {args.out}: cannot create its folder ({exc.strerror}): "
+                             "pick a writable path") from None
+        if not os.access(args.out.parent, os.W_OK) or args.out.is_dir():
+            raise InputError(f"--out {args.out}: not a writable file path: pick another")
     card = read_card(args.model)
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
     backend = load_backend(str(args.model), backend=args.backend)

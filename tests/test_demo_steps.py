@@ -235,3 +235,32 @@ def test_misread_frac_zero_builds_slips_only_and_the_card_names_the_stream():
     _, other = training_examples(200, seed=5, misread_frac=0.5, render=False)
     card = {"build_args": {"pairs": 200, "seed": 5, "misread_frac": 0.5}}
     assert trained_problems(card) == {chain_of(p) for p in other}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--steps", "0"], "'0' is not a whole number of at least 1"),
+    (["--pairs", "x"], "'x' is not a whole number of at least 1"),
+    (["--misread-frac", "nan"], "'nan' is not a share between 0 and 1"),
+    (["--misread-frac", "1.5"], "'1.5' is not a share between 0 and 1"),
+    (["--lr", "-1"], "--lr -1.0 must be a positive number"),
+    (["--checkpoint-every", "-1"], "must be 0 (never) or more"),
+    (["--init", "{tmp}/nowhere"], "is not a built demo judge"),
+    (["--out", "{shipped}"], "is the shipped judge"),
+    (["--out", "{tmp}/a-file"], "is a file: pass a folder"),
+])
+def test_a_build_refuses_bad_arguments_in_one_line_before_any_work(tmp_path, capsys, argv, message):
+    """A build takes up to an hour: what cannot work is refused first (exit 2, one line), nothing written."""
+    from reflectrm.defaults import DEMO_MODEL_DIR
+    from reflectrm.demo.steps_build import main
+
+    (tmp_path / "a-file").write_text("keep")
+    argv = [a.format(tmp=tmp_path, shipped=DEMO_MODEL_DIR) for a in argv]
+    out = tmp_path / "out"
+    full = argv if "--out" in argv else ["--out", str(out), *argv]
+    shipped_before = sorted((p.name, p.stat().st_mtime_ns) for p in DEMO_MODEL_DIR.iterdir())
+    with pytest.raises(SystemExit) as exc:
+        main(full)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
+    assert not out.exists() and (tmp_path / "a-file").read_text() == "keep"
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in DEMO_MODEL_DIR.iterdir()) == shipped_before

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
 import random
 import re
 import time
@@ -31,7 +33,9 @@ from reflectrm.demo.steps import (
     mistaken,
     reflection_example,
 )
+from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.errors import InputError
+from reflectrm.flags import counting, share
 
 log = logging.getLogger(__name__)
 
@@ -140,21 +144,45 @@ def _result_span(target: str, step: int) -> tuple[int, int]:
     return m.span(1)
 
 
+def _unusable(args: argparse.Namespace) -> str | None:
+    """What is wrong with the build's arguments before any work (None: nothing)."""
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        return f"--lr {args.lr} must be a positive number"
+    if args.checkpoint_every < 0:
+        return f"--checkpoint-every {args.checkpoint_every} must be 0 (never) or more"
+    if args.init is not None and not (args.init / "demo_card.json").is_file():
+        return f"--init {args.init} is not a built demo judge (no demo_card.json): pass the folder a build wrote"
+    if args.out.resolve() == DEMO_MODEL_DIR.resolve():
+        return f"--out {args.out} is the shipped judge: build elsewhere, then replace it after its benchmark"
+    if args.out.exists() and not args.out.is_dir():
+        return f"--out {args.out} is a file: pass a folder"
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"--out {args.out}: cannot create it ({exc.strerror}): pick a writable folder"
+    if not os.access(args.out, os.W_OK):
+        return f"--out {args.out} is not writable: pick another folder"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="where to write the model (never the shipped one)")
-    ap.add_argument("--steps", type=int, default=1800, help="optimizer steps")
-    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--steps", type=counting, default=1800, help="optimizer steps")
+    ap.add_argument("--batch-size", type=counting, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--pairs", type=int, default=16000, help="synthetic training pairs")
-    ap.add_argument("--vocab-size", type=int, default=640)
+    ap.add_argument("--pairs", type=counting, default=16000, help="synthetic training pairs")
+    ap.add_argument("--vocab-size", type=counting, default=640)
     ap.add_argument("--seed", type=int, default=TRAIN_SEED)
-    ap.add_argument("--misread-frac", type=float, default=0.5,
+    ap.add_argument("--misread-frac", type=share, default=0.5,
                     help="share of the wrong analyses (taught responses' mistakes, reflections' critiques) that "
                          "misread a step rather than slip; 0 = slips only, as builds before this flag")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
+    problem = _unusable(args)
+    if problem:  # before the build: a path that cannot be used must not cost an hour of training
+        ap.error(problem)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import torch
 

@@ -4,6 +4,8 @@ conversation; "unseen" pairs ask problems that no held-in or held-out pair asks.
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from reflectrm.demo.tasks import problem_of
 from reflectrm.training.data import context_key
 
@@ -77,3 +79,37 @@ def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analy
                         reflections=reflections)
     figures = bench.stage2([judgment])
     assert figures == {"anchor_accuracy": 1.0, "decisive_reflections": 2, "reflection_picks_right": 0.5}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "{tmp}"], "not a running-sum demo judge"),
+    (["--model", "{shipped}"], "not a running-sum demo judge"),
+    (["--model", "{tmp}", "--pairs", "0"], "'0' is not a whole number of at least 1"),
+    (["--model", "{tmp}", "--max-new-tokens", "-3"], "'-3' is not a whole number of at least 1"),
+])
+def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path, capsys, argv, message):
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH.parent / "demo_reflection.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit) as exc:
+        bench.main([a.format(tmp=tmp_path, shipped=DEMO_MODEL_DIR) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_before_judging(tmp_path, capsys):
+    import json
+
+    spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH.parent / "demo_reflection.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "reflectrm.demo.steps"}))
+    (tmp_path / "a-file").write_text("keep")
+    for extra, message in ((["--pairs", str(bench.MAX_PAIRS + 1)], "ask for fewer"),
+                           (["--out", str(tmp_path / "a-file" / "x.json")], "cannot create its folder")):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["--model", str(tmp_path), *extra])
+        assert exc.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert (tmp_path / "a-file").read_text() == "keep"
