@@ -36,7 +36,7 @@ from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.errors import ConfigError, InputError, ReflectRMError  # noqa: E402
-from reflectrm.flags import counting  # noqa: E402
+from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
 

@@ -189,24 +189,3 @@ def _weights(text: str) -> dict[str, float]:
             raise argparse.ArgumentTypeError(f"{item!r} is not NAME=WEIGHT: write e.g. accuracy=1,format=0.5")
     return out
 
-
-def counting(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (anything else is argparse's one-line error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
-
-
-def share(text: str) -> float:
-    """An argparse type: a number in [0, 1] (anything else, nan included, is argparse's one-line error)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
-    return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from collections.abc import Mapping
@@ -93,3 +95,25 @@ def strict_from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
     if unknown:
         raise ConfigError(f"unknown {cls.__name__} field {unknown[0]!r}: known fields are {', '.join(sorted(known))}")
     return cls(**d)
+
+
+def counting(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (anything else is argparse's one-line error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def share(text: str) -> float:
+    """An argparse type: a number in [0, 1] (anything else, nan included, is argparse's one-line error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value

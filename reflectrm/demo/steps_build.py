@@ -35,7 +35,7 @@ from reflectrm.demo.steps import (
 )
 from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.errors import InputError
-from reflectrm.flags import counting, share
+from reflectrm.core.config import counting, share
 
 log = logging.getLogger(__name__)
 
