@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -115,6 +116,21 @@ def test_two_wrong_critiques_the_one_that_slipped_later_wins():
         assert choice == want and text.count("Step ") == 2
 
 
+def test_the_walk_subtracts_the_critiques_values_and_stops_at_the_first_nonzero_difference():
+    p = next(p for p in PAIRS if p.subset == "steps5")
+    chain = chain_of(p)
+    z = steps.steps_of(chain)[2].z
+    right, wrong = analysis(p), analysis(p, slips={2: z + 1})
+    text, choice = reflection_analysis(right, wrong, tie_choice=1, chain=chain)
+    walked = re.findall(r"; (-?\d+) - (-?\d+) = (-?\d+)\.", text)
+    assert [int(d) for *_, d in walked] == [0, 0, -1] and walked[-1][:2] == (str(z), str(z + 1))
+    assert choice == 1 and steps.analysis_true(text, chain, task=Task.ANALYSIS)
+    false_walk = text.replace(f"{z} - {z + 1} = -1.", f"{z} - {z + 1} = 0.")
+    assert not steps.analysis_true(false_walk, chain, task=Task.ANALYSIS)  # a walk's subtraction is checked too
+    agree, _ = reflection_analysis(right, right, tie_choice=2, chain=chain)
+    assert agree.count(" = 0.") == len(chain.ops) and "The critiques agree, Critique 2 is right." in agree
+
+
 def test_a_misread_step_is_caught_by_reading_the_question_again_in_either_order():
     p = next(p for p in PAIRS if p.subset == "steps5")
     chain = chain_of(p)
@@ -189,13 +205,14 @@ def test_build_step_examples_leave_the_slipped_result_out_of_the_loss():
 def test_build_weighs_the_reflections_decisions():
     from reflectrm.demo.steps_build import StepExample, spans
 
-    target = ("<Analysis>Step 1: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. The question says add 8. "
+    target = ("<Analysis>Step 1: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16; 17 - 16 = 1. The question says add 8. "
               "Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.</Analysis>\n"
               "<Result>Critique 1 is better than Critique 2</Result>")
     taught, _ = spans(StepExample("p", target))
     words = Counter(target[a:b] for a, b in taught)
     assert words["The question"] == 1 and words["Step"] == 1 and words["0"] == 1 and words["."] == 1
-    assert words["17"] == 2 and words["16"] == 1 and words["9"] >= 4 and words["1"] == 2 and words["add"] == 3
+    assert words["17"] == 3 and words["16"] == 2 and words["9"] >= 4 and words["add"] == 3
+    assert words["1"] == 3  # the walk's difference, the decision, the verdict
 
 
 def test_arithmetic_reward_checks_running_sums_step_by_step():

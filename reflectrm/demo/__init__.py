@@ -37,9 +37,9 @@ DEFAULT_DOMAIN = "reflectrm.demo.tasks"
 DOMAINS: dict[str, str] = {"reflectrm.demo.tasks": "demo-arith", "reflectrm.demo.steps": "demo-steps"}
 """The domains a demo card may name, each with the data-set name (`source`) its demo pairs get."""
 
-OUTPUT_TOKENS: dict[str, int] = {"reflectrm.demo.tasks": 96, "reflectrm.demo.steps": 192}
+OUTPUT_TOKENS: dict[str, int] = {"reflectrm.demo.tasks": 96, "reflectrm.demo.steps": 256}
 """Tokens one analysis or reflection of each domain's judge needs at most (arithmetic 40-70; running sums: an
-analysis up to 120, a reflection that walks six steps and reads the question again up to 171)."""
+analysis up to 122, a reflection that walks six steps, subtracting their values, and reads the question again up to 207)."""
 
 
 def read_card(model_dir: str | Path) -> dict:

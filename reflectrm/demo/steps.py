@@ -22,11 +22,13 @@ reflection between two critiques walks their steps side by side until the first 
 differ, and checks only that step, by the inverse operation: a different arithmetic fact from
 the one the critiques used (a judge that misremembers 9 + 8 has no reason to misremember 17 - 8):
 
-    Step 1: add 5, 7 + 5 = 12; add 5, 7 + 5 = 12. Step 2: subtract 3, 12 - 3 = 9; subtract 3, 12 - 3 = 9.
-    Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16. The question says add 8.
-    Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
+    Step 1: add 5, 7 + 5 = 12; add 5, 7 + 5 = 12; 12 - 12 = 0. Step 2: subtract 3, 12 - 3 = 9;
+    subtract 3, 12 - 3 = 9; 9 - 9 = 0. Step 3: add 8, 9 + 8 = 17; add 8, 9 + 8 = 16; 17 - 16 = 1.
+    The question says add 8. Check 17 - 8 = 9, 9 - 9 = 0, Critique 1 is right.
 
-(Each critique's step is copied as the critique wrote it, label first: a copy by matching the label.) The
+(Each critique's step is copied as the critique wrote it, label first: a copy by matching the label.
+The two values are then subtracted, and a difference other than 0 stops the walk: a build whose walk
+had to see that two numbers differ stopped after the first step whatever they were.) The
 question's step is read again there: a critique that misread it (the wrong operand or operation, worked
 rightly, which an inverse check passes) loses at once ("The question says add 8, Critique 2 is right.").
 
@@ -55,6 +57,7 @@ QUESTION_FORMS = ("Start with {s}. {steps} What is the result?", "A counter show
 ANSWER_FORMS = ("The answer is {v}.", "It is {v}.", "It equals {v}.", "The result is {v}.", "I get {v}.")
 """Every form puts a space before the number: " 18" and "18" are different tokens, and a check copies " 18"."""
 MIN_VALUE, MAX_VALUE = 1, 40
+STARTS, OPERANDS = (5, 30), (2, 9)
 SLIPS = (-1, 1, -2, 2, -10, 10)
 
 
@@ -132,10 +135,10 @@ def apply(x: int, op: str, y: int) -> int:
 
 
 def make_chain(rng: random.Random, k: int) -> Chain:
-    value = start = rng.randint(5, 30)
+    value = start = rng.randint(*STARTS)
     ops = []
     for _ in range(k):
-        b = rng.randint(2, 9)
+        b = rng.randint(*OPERANDS)
         op = rng.choice("+-")
         if op == "-" and value - b < MIN_VALUE:
             op = "+"
@@ -172,7 +175,7 @@ def misread(rng: random.Random, chain: Chain, at: int) -> tuple[str, int] | None
     op, b = chain.ops[at]
     value = steps_of(chain)[at].x
     options = {(op, b + d) for d in (-1, 1)} | {(op, y) for _, y in chain.ops} | {("-" if op == "+" else "+", b)}
-    options = sorted(o for o in options if o != (op, b) and 1 <= o[1] <= 10
+    options = sorted(o for o in options if o != (op, b) and 1 <= o[1] <= OPERANDS[1] + 1
                      and 0 <= apply(value, *o) <= MAX_VALUE + 10)
     return rng.choice(options) if options else None
 
@@ -269,6 +272,7 @@ def response_example(pair: PreferencePair) -> str:
 
 
 _STEP = re.compile(r"Step (\d+): (?:add|subtract) -?\d+, (-?\d+) ([-+]) (-?\d+) = (-?\d+)\.")
+_WALKED = re.compile(r"; (-?\d+) - (-?\d+) = (-?\d+)\.")
 _CHECK = re.compile(r"Response ([12]): (-?\d+) - (-?\d+) = (-?\d+), (?:right|wrong)\.")
 
 
@@ -313,13 +317,19 @@ def inverse_check(e: Eq) -> tuple[str, bool]:
     return f"Check {e.z} {inv} {e.y} = {back}, {back} - {e.x} = {back - e.x}", back == e.x
 
 
+def walk_difference(e: Eq, f: Eq) -> str:
+    """The two critiques' values at one step of a walk, subtracted: 0 walks on, anything else stops.
+    (Whether two numbers are equal a tiny model never learns directly; a subtraction it learns as a fact.)"""
+    return f"{e.z} - {f.z} = {e.z - f.z}"
+
+
 def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int, chain: Chain) -> tuple[str, int]:
     """The reflection comparing two critiques of `chain`: their steps side by side up to the first
     difference; there, the question's step read again (Critique 1 misread it: Critique 2), else
     Critique 1's value checked by the inverse operation. Critiques that agree get `tie_choice`."""
     at = first_difference(c1, c2)
     walked = c1.steps if at is None or at[0] == "check" else c1.steps[: at[1] + 1]
-    parts = [f"Step {e.step}: {e.worked}; {f.worked}." for e, f in zip(walked, c2.steps)]
+    parts = [f"Step {e.step}: {e.worked}; {f.worked}; {walk_difference(e, f)}." for e, f in zip(walked, c2.steps)]
     if at is None:
         choice = tie_choice
         parts.append(f"The critiques agree, Critique {choice} is right.")
@@ -449,9 +459,11 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
 
     A response analysis: its steps work `chain` (each step's operands from the question or the step
     before, every result true) and each check follows from its result. A reflection: the question's
-    step it quotes is the question's (the last step it walked), and its inverse check is true (the
+    step it quotes is the question's (the last step it walked), every subtraction of its walk is true, and its inverse check is true (the
     step's value taken back, then its difference from the step's start)."""
     if task is Task.ANALYSIS:
+        if any(int(a) - int(b) != int(d) for a, b, d in _WALKED.findall(text)):
+            return False  # a walk's subtraction of the two critiques' values
         said = re.search(r"The question says (add|subtract) (\d+)", text)
         if said is not None:
             walked = re.findall(r"Step (\d+): ", text)
