@@ -96,5 +96,5 @@ def test_every_example_asks_a_problem_of_its_domain_with_one_right_answer(domain
 def test_each_domain_has_an_output_budget():
     from reflectrm.demo import output_tokens
 
-    assert output_tokens(tasks) == 96 and output_tokens(steps) == 192
+    assert output_tokens(tasks) == 96 and output_tokens(steps) == 256  # a six-step walk with its subtractions: 207
 

@@ -10,6 +10,7 @@ import pytest
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task
+from reflectrm.errors import InputError
 from reflectrm.demo import steps
 from reflectrm.demo.steps import (
     Balance,
@@ -36,7 +37,21 @@ def test_pairs_have_exactly_one_right_answer_and_balanced_labels():
         right = values[p.label - 1]
         assert right == chain.answer and values[2 - p.label] != chain.answer
         assert p.subset == chain.kind
-        assert all(steps.MIN_VALUE <= e.z <= steps.MAX_VALUE for e in steps.steps_of(chain))
+        low, high = steps.DEFAULT_RANGES.values
+        assert all(low <= e.z <= high for e in steps.steps_of(chain))
+
+
+@pytest.mark.parametrize("name", sorted(steps.RANGES))
+def test_every_problem_stays_in_its_ranges(name):
+    ranges = steps.RANGES[name]
+    assert ranges.name == name
+    for p in make_pairs(400, seed=5, ranges=ranges):
+        chain = chain_of(p)
+        assert ranges.starts[0] <= chain.start <= ranges.starts[1]
+        assert all(ranges.operands[0] <= b <= ranges.operands[1] for _, b in chain.ops)
+        assert all(ranges.values[0] <= e.z <= ranges.values[1] for e in steps.steps_of(chain))
+        assert steps.stated(p)[2 - p.label] != chain.answer
+    assert make_pairs(50, seed=5) == make_pairs(50, seed=5, ranges=steps.RANGES["narrow"])  # the default stream
 
 
 def test_right_analysis_is_right_picks_the_label_and_reads_back():
@@ -252,6 +267,23 @@ def test_misread_frac_zero_builds_slips_only_and_the_card_names_the_stream():
     _, other = training_examples(200, seed=5, misread_frac=0.5, render=False)
     card = {"build_args": {"pairs": 200, "seed": 5, "misread_frac": 0.5}}
     assert trained_problems(card) == {chain_of(p) for p in other}
+
+
+def test_a_card_names_each_stage_s_ranges_and_the_held_out_pairs_follow_the_last():
+    """A wide stage on a narrow one: the held-out pairs are wide, and leave out both stages' problems."""
+    from reflectrm.demo.steps_build import heldout_pairs, trained_problems, training_examples
+
+    _, narrow = training_examples(100, seed=5, misread_frac=0.0, render=False)
+    _, wide = training_examples(100, seed=6, misread_frac=0.0, render=False, ranges=steps.RANGES["wide"])
+    assert {chain_of(p) for p in narrow} != {chain_of(p) for p in wide}
+    prior = {"build_args": {"pairs": 100, "seed": 5, "misread_frac": 0.0}}
+    card = {"build_args": {"pairs": 100, "seed": 6, "misread_frac": 0.0, "ranges": "wide", "prior": prior}}
+    assert trained_problems(card) == {chain_of(p) for p in narrow + wide}
+    held = heldout_pairs(card, 40, seed=6, source="t")  # the wide stage's own stream: all its problems left out
+    assert len(held) == 40 and not {chain_of(p) for p in held} & trained_problems(card)
+    assert any(b > 9 for p in held for _, b in chain_of(p).ops)  # wide operands
+    with pytest.raises(InputError, match="ranges 'huge'; known: narrow, wide"):
+        trained_problems({"build_args": {"pairs": 10, "ranges": "huge"}})
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -37,8 +37,9 @@ and Critique 2 is chosen. Critiques that differ only in a response's check are d
 check worked afresh; critiques that agree throughout are a tie. Every judgment is exactly verifiable. Pure standard
 library.
 
-Kinds (the pair's `subset`): ``steps4``, ``steps5``, ``steps6``: starts 5..30, operands 2..9,
-every value kept in 1..40 (about 550 addition and subtraction facts).
+Kinds (the pair's `subset`): ``steps4``, ``steps5``, ``steps6``, in `RANGES` "narrow" (starts 5..30,
+operands 2..9, every value kept in 1..40: about 550 addition and subtraction facts) or "wide" (starts
+5..80, operands 2..19, values 1..99: about 2,900). A judge's card names its ranges; none means narrow.
 """
 
 from __future__ import annotations
@@ -56,8 +57,25 @@ QUESTION_FORMS = ("Start with {s}. {steps} What is the result?", "A counter show
                   "Take {s}. {steps} What number do you get?", "You have {s} points. {steps} How many points now?")
 ANSWER_FORMS = ("The answer is {v}.", "It is {v}.", "It equals {v}.", "The result is {v}.", "I get {v}.")
 """Every form puts a space before the number: " 18" and "18" are different tokens, and a check copies " 18"."""
-MIN_VALUE, MAX_VALUE = 1, 40
-STARTS, OPERANDS = (5, 30), (2, 9)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranges:
+    """The numbers a running-sum problem uses: its start, each step's operand, every value it passes."""
+
+    starts: tuple[int, int]
+    operands: tuple[int, int]
+    values: tuple[int, int]
+
+    @property
+    def name(self) -> str:
+        return next((k for k, v in RANGES.items() if v == self), repr(self))
+
+
+RANGES = {"narrow": Ranges((5, 30), (2, 9), (1, 40)), "wide": Ranges((5, 80), (2, 19), (1, 99))}
+"""narrow: about 550 addition and subtraction facts, which a 20-minute build learns all of (its greedy judge was
+right on 48 of 48 probe pairs: nothing left for reflection to fix); wide: about 2,900."""
+DEFAULT_RANGES = RANGES["narrow"]
 SLIPS = (-1, 1, -2, 2, -10, 10)
 
 
@@ -134,15 +152,16 @@ def apply(x: int, op: str, y: int) -> int:
     return x + y if op == "+" else x - y
 
 
-def make_chain(rng: random.Random, k: int) -> Chain:
-    value = start = rng.randint(*STARTS)
+def make_chain(rng: random.Random, k: int, ranges: Ranges = DEFAULT_RANGES) -> Chain:
+    value = start = rng.randint(*ranges.starts)
     ops = []
+    low, high = ranges.values
     for _ in range(k):
-        b = rng.randint(*OPERANDS)
+        b = rng.randint(*ranges.operands)
         op = rng.choice("+-")
-        if op == "-" and value - b < MIN_VALUE:
+        if op == "-" and value - b < low:
             op = "+"
-        if op == "+" and value + b > MAX_VALUE:
+        if op == "+" and value + b > high:
             op = "-"
         value = apply(value, op, b)
         ops.append((op, b))
@@ -169,22 +188,22 @@ def step_right(e: Eq, chain: Chain) -> bool:
     return 0 < e.step <= len(chain.ops) and (e.op, e.y) == chain.ops[e.step - 1] and e.right
 
 
-def misread(rng: random.Random, chain: Chain, at: int) -> tuple[str, int] | None:
+def misread(rng: random.Random, chain: Chain, at: int, ranges: Ranges = DEFAULT_RANGES) -> tuple[str, int] | None:
     """A plausible misreading of step `at`: its operand off by one, another step's operand, or the
-    other operation; None when every one leaves the running value outside 0..MAX_VALUE + 10."""
+    other operation; None when every one leaves the running value outside 0..(the highest value) + 10."""
     op, b = chain.ops[at]
     value = steps_of(chain)[at].x
     options = {(op, b + d) for d in (-1, 1)} | {(op, y) for _, y in chain.ops} | {("-" if op == "+" else "+", b)}
-    options = sorted(o for o in options if o != (op, b) and 1 <= o[1] <= OPERANDS[1] + 1
-                     and 0 <= apply(value, *o) <= MAX_VALUE + 10)
+    options = sorted(o for o in options if o != (op, b) and 1 <= o[1] <= ranges.operands[1] + 1
+                     and 0 <= apply(value, *o) <= ranges.values[1] + 10)
     return rng.choice(options) if options else None
 
 
-def slipped(rng: random.Random, right: int) -> int:
+def slipped(rng: random.Random, right: int, ranges: Ranges = DEFAULT_RANGES) -> int:
     """A plausible wrong result: off by one or two, or off by ten (a dropped or added carry)."""
     for _ in range(20):
         w = right + rng.choice(SLIPS)
-        if w != right and 0 <= w <= MAX_VALUE + 10:
+        if w != right and 0 <= w <= ranges.values[1] + 10:
             return w
     return right + 1
 
@@ -221,15 +240,17 @@ def stated(pair: PreferencePair) -> tuple[int | None, int | None]:
     return stated_value(pair.response_1), stated_value(pair.response_2)
 
 
-def make_pair(rng: random.Random, *, kind: str, index: int = 0, source: str = "demo-steps") -> PreferencePair:
+def make_pair(rng: random.Random, *, kind: str, index: int = 0, source: str = "demo-steps",
+              ranges: Ranges = DEFAULT_RANGES) -> PreferencePair:
     """One labelled pair: the right result against a chain that slipped at one step, random order."""
-    chain = make_chain(rng, int(kind.removeprefix("steps")))
-    return _pair_on(rng, chain, None, index=index, source=source)
+    chain = make_chain(rng, int(kind.removeprefix("steps")), ranges)
+    return _pair_on(rng, chain, None, index=index, source=source, ranges=ranges)
 
 
-def make_pairs(n: int, *, seed: int, kinds: tuple[str, ...] = KINDS, source: str = "demo-steps") -> list[PreferencePair]:
+def make_pairs(n: int, *, seed: int, kinds: tuple[str, ...] = KINDS, source: str = "demo-steps",
+               ranges: Ranges = DEFAULT_RANGES) -> list[PreferencePair]:
     rng = random.Random(seed)
-    return [make_pair(rng, kind=kinds[i % len(kinds)], index=i, source=source) for i in range(n)]
+    return [make_pair(rng, kind=kinds[i % len(kinds)], index=i, source=source, ranges=ranges) for i in range(n)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,22 +374,23 @@ def reflection_analysis(c1: Analysis, c2: Analysis, *, tie_choice: int, chain: C
 
 
 def wrong_analysis(rng: random.Random, pair: PreferencePair, *, not_at: int | None = None,
-                   misread_frac: float = 0.5) -> tuple[Analysis, int]:
+                   misread_frac: float = 0.5, ranges: Ranges = DEFAULT_RANGES) -> tuple[Analysis, int]:
     """An analysis with one mistake at one step (propagated), and that step's index: a `misread_frac`
     of them a misread step (the wrong operand or operation, worked rightly), the rest a slip (a wrong
     result): the two mistakes a sampled analysis makes."""
     chain = chain_of(pair)
     at = rng.choice([i for i in range(len(chain.ops)) if i != not_at])
-    return mistaken(rng, pair, at, misread_frac=misread_frac)[0], at
+    return mistaken(rng, pair, at, misread_frac=misread_frac, ranges=ranges)[0], at
 
 
-def mistaken(rng: random.Random, pair: PreferencePair, at: int, *, misread_frac: float) -> tuple[Analysis, bool]:
+def mistaken(rng: random.Random, pair: PreferencePair, at: int, *, misread_frac: float,
+             ranges: Ranges = DEFAULT_RANGES) -> tuple[Analysis, bool]:
     """The analysis with one mistake at step `at`, and whether it is a misread: a `misread_frac` of them
     misread the step (when it has a plausible misreading), the rest slip there."""
     chain = chain_of(pair)
-    if misread_frac and rng.random() < misread_frac and (read := misread(rng, chain, at)) is not None:
+    if misread_frac and rng.random() < misread_frac and (read := misread(rng, chain, at, ranges)) is not None:
         return analysis(pair, misreads={at: read}), True
-    return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z)}), False
+    return analysis(pair, slips={at: slipped(rng, steps_of(chain)[at].z, ranges)}), False
 
 
 class Balance:
@@ -384,7 +406,7 @@ class Balance:
 
 
 def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance, *,
-                       misread_frac: float = 0.5) -> tuple[str, str, str, str]:
+                       misread_frac: float = 0.5, ranges: Ranges = DEFAULT_RANGES) -> tuple[str, str, str, str]:
     """(critique 1, critique 2, target output, kind of disagreement).
 
     Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
@@ -398,10 +420,10 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
         text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2, chain=chain)
         return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree"
     if u < 0.75:
-        good, (bad, _) = right, wrong_analysis(rng, pair, misread_frac=misread_frac)
+        good, (bad, _) = right, wrong_analysis(rng, pair, misread_frac=misread_frac, ranges=ranges)
     elif u < 0.90:
-        a, i = wrong_analysis(rng, pair, misread_frac=misread_frac)
-        b, j = wrong_analysis(rng, pair, not_at=i, misread_frac=misread_frac)
+        a, i = wrong_analysis(rng, pair, misread_frac=misread_frac, ranges=ranges)
+        b, j = wrong_analysis(rng, pair, not_at=i, misread_frac=misread_frac, ranges=ranges)
         good, bad = (a, b) if j < i else (b, a)  # the one that slipped later is right where they first differ
     else:
         r = rng.choice((1, 2))
@@ -417,13 +439,14 @@ def problem_of(pair: PreferencePair) -> Chain:
     return chain_of(pair)
 
 
-def _pair_on(rng: random.Random, chain: Chain, form: str | None, *, index: int, source: str) -> PreferencePair:
+def _pair_on(rng: random.Random, chain: Chain, form: str | None, *, index: int, source: str,
+             ranges: Ranges = DEFAULT_RANGES) -> PreferencePair:
     """A pair on `chain` asked in `form` (None: a random form, drawn last, as make_pair always drew it)."""
     right = chain.answer
     at = rng.randrange(len(chain.ops))
-    wrong = steps_of(chain, {at: slipped(rng, steps_of(chain)[at].z)})[-1].z
+    wrong = steps_of(chain, {at: slipped(rng, steps_of(chain)[at].z, ranges)})[-1].z
     if wrong == right:
-        wrong = slipped(rng, right)
+        wrong = slipped(rng, right, ranges)
     r_right, r_wrong = rng.choice(ANSWER_FORMS).format(v=right), rng.choice(ANSWER_FORMS).format(v=wrong)
     label = rng.choice((1, 2))
     r1, r2 = (r_right, r_wrong) if label == 1 else (r_wrong, r_right)
@@ -432,7 +455,8 @@ def _pair_on(rng: random.Random, chain: Chain, form: str | None, *, index: int, 
                                      source=source, subset=chain.kind)
 
 
-def fresh_pairs(pairs: list[PreferencePair], *, seed: int, source: str = "demo-steps-fresh") -> list[PreferencePair]:
+def fresh_pairs(pairs: list[PreferencePair], *, seed: int, source: str = "demo-steps-fresh",
+                ranges: Ranges = DEFAULT_RANGES) -> list[PreferencePair]:
     """New pairs on the problems of `pairs`: each problem asked in every question form none of
     `pairs` uses for it, with new answers (a new wrong one) in a new order. No conversation
     repeats one of `pairs`: known prompts, fresh responses to judge, as a reward model meets them."""
@@ -444,7 +468,7 @@ def fresh_pairs(pairs: list[PreferencePair], *, seed: int, source: str = "demo-s
     for chain, asked in problems.items():
         for form in QUESTION_FORMS:
             if chain.question(form) not in asked:
-                out.append(_pair_on(rng, chain, form, index=len(out), source=source))
+                out.append(_pair_on(rng, chain, form, index=len(out), source=source, ranges=ranges))
     return out
 
 

@@ -25,7 +25,9 @@ from reflectrm.core.prompts import Task, format_output, reflection_prompt, respo
 from reflectrm.demo.build import _render, build_model, build_tokenizer, train
 from reflectrm.demo.steps import (
     KINDS,
+    RANGES,
     Balance,
+    Ranges,
     analysis,
     chain_of,
     make_pair,
@@ -73,7 +75,8 @@ def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]
 
 
 def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
-                      misread_frac: float = 0.5, render: bool = True) -> tuple[list[StepExample], list[Any]]:
+                      misread_frac: float = 0.5, render: bool = True,
+                      ranges: Ranges = RANGES["narrow"]) -> tuple[list[StepExample], list[Any]]:
     """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
 
     A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
@@ -84,12 +87,12 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
     rng, balance = random.Random(seed), Balance()
     out, pairs = [], []
     for i in range(n_pairs):
-        pair = make_pair(rng, kind=KINDS[i % len(KINDS)], index=i, source=SOURCE)
+        pair = make_pair(rng, kind=KINDS[i % len(KINDS)], index=i, source=SOURCE, ranges=ranges)
         pairs.append(pair)
         prompt = _render(response_prompt(pair)) if render else ""
         if rng.random() < mistake_frac:
             at = rng.randrange(len(chain_of(pair).ops))
-            a, misread_step = mistaken(rng, pair, at, misread_frac=misread_frac)
+            a, misread_step = mistaken(rng, pair, at, misread_frac=misread_frac, ranges=ranges)
             target = format_output(a.text, a.verdict, task=Task.RESPONSE)
             # the mistake is left out of the loss (a misread step's quote, a slip's result); the rest follows it
             untaught = _quote_spans(target, at) if misread_step else (_result_span(target, at),)
@@ -98,10 +101,18 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
             a = analysis(pair)
             out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
         if i % refl_every == 0:
-            c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac)
+            c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac, ranges=ranges)
             if render:
                 out.append(StepExample(_render(reflection_prompt(pair, c1, c2)), target))
     return (out if render else []), pairs
+
+
+def ranges_of(card: dict[str, Any]) -> Ranges:
+    """The ranges a build stage's problems used (a card from before ranges were recorded: narrow)."""
+    name = (card.get("build_args") or {}).get("ranges", "narrow")
+    if name not in RANGES:
+        raise InputError(f"demo card names ranges {name!r}; known: {', '.join(RANGES)}")
+    return RANGES[name]
 
 
 def trained_problems(card: dict[str, Any]) -> set[Any]:
@@ -112,7 +123,8 @@ def trained_problems(card: dict[str, Any]) -> set[Any]:
     while stage:
         args = stage.get("build_args") or {}
         n, seed = int(args.get("pairs", 16000)), int(args.get("seed", TRAIN_SEED))
-        _, pairs = training_examples(n, seed=seed, misread_frac=float(args.get("misread_frac", 0.0)), render=False)
+        _, pairs = training_examples(n, seed=seed, misread_frac=float(args.get("misread_frac", 0.0)), render=False,
+                                     ranges=ranges_of(stage))
         seen |= {chain_of(p) for p in pairs}
         stage = args.get("prior") or stage.get("prior")
     return seen
@@ -123,7 +135,7 @@ def heldout_pairs(card: dict[str, Any], n: int, *, seed: int, source: str) -> li
     (ids stay stream positions). Fewer than `n` among 4n is an `InputError` (it cannot happen with
     today's domain: about 10^7 chains, 16,000 trained)."""
     seen = trained_problems(card)
-    pool = make_pairs(4 * n, seed=seed, source=source)
+    pool = make_pairs(4 * n, seed=seed, source=source, ranges=ranges_of(card))
     pairs = [p for p in pool if chain_of(p) not in seen][:n]
     if len(pairs) < n:
         raise InputError(f"only {len(pairs)} of {4 * n} demo pairs ask problems the build did not train on: "
@@ -177,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--misread-frac", type=share, default=0.5,
                     help="share of the wrong analyses (taught responses' mistakes, reflections' critiques) that "
                          "misread a step rather than slip; 0 = slips only, as builds before this flag")
+    ap.add_argument("--ranges", choices=sorted(RANGES), default="narrow",
+                    help="the problems' numbers: narrow (values 1..40, about 550 facts, all learned in a 20-minute "
+                         "build) or wide (values 1..99, about 2,900: arithmetic left to slip, for reflection to fix)")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
@@ -188,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(args.seed)
     started = time.perf_counter()
-    examples, _ = training_examples(args.pairs, seed=args.seed, misread_frac=args.misread_frac)
+    examples, _ = training_examples(args.pairs, seed=args.seed, misread_frac=args.misread_frac,
+                                    ranges=RANGES[args.ranges])
     if args.init:  # a second training stage: same tokenizer, weights from the first stage
         from transformers import AutoTokenizer, Qwen3ForCausalLM
 
