@@ -39,7 +39,8 @@ DOMAINS: dict[str, str] = {"reflectrm.demo.tasks": "demo-arith", "reflectrm.demo
 
 OUTPUT_TOKENS: dict[str, int] = {"reflectrm.demo.tasks": 96, "reflectrm.demo.steps": 256}
 """Tokens one analysis or reflection of each domain's judge needs at most (arithmetic 40-70; running sums: an
-analysis up to 122, a reflection that walks six steps, subtracting their values, and reads the question again up to 207)."""
+analysis up to 122, a reflection that walks six steps, subtracting their values, and reads the question again up
+to 207)."""
 
 
 def read_card(model_dir: str | Path) -> dict:
