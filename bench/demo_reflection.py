@@ -86,16 +86,24 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
     for s in range(0, len(requests), 32):
         swapped.extend(backend.generate(requests[s : s + 32], params))
     right = same = at_first_difference = 0
+    sound: list[bool] = []  # among them, where the critique with the right verdict also worked the problem rightly
     for (j, refl, by_index), (c,) in zip(cases, swapped):
         chosen = refl.order[refl.choice - 1] if refl.choice else None
-        right += chosen is not None and by_index[chosen].prediction == j.pair.label
+        picked_right = chosen is not None and by_index[chosen].prediction == j.pair.label
+        right += picked_right
+        good = next(by_index[i] for i in refl.order if by_index[i].prediction == j.pair.label)
+        if steps.analysis_true(good.analysis, steps.chain_in(j.pair.query), task=Task.RESPONSE):
+            sound.append(picked_right)
         choice2 = parse_output(c.text, task=Task.ANALYSIS).choice
         chosen2 = (refl.order[1], refl.order[0])[choice2 - 1] if choice2 else None
         same += chosen is not None and chosen == chosen2
         at_first_difference += checks_first_difference(refl.analysis, *(by_index[i].analysis for i in refl.order))
     n = max(1, len(cases))
     return {"decisive_reflections": len(cases), "picks_right": right / n, "same_pick_both_orders": same / n,
-            "checks_the_first_difference": at_first_difference / n}
+            "checks_the_first_difference": at_first_difference / n,
+            # a right verdict reached by a wrong analysis (both checks wrong: Response 1 by default) is luck the
+            # reflection cannot see; these are the cases where "the right critique" is right all through
+            "right_critique_sound": len(sound), "picks_right_where_right_critique_sound": sum(sound) / max(1, len(sound))}
 
 
 def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -> bool:
@@ -194,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
               f"{100 * b['hi']:+.1f}]  McNemar p {b['mcnemar_p']:.2g}")
     print(f"reflections between critiques with different verdicts: {audit['decisive_reflections']}, "
           f"pick the right one {100 * audit['picks_right']:.1f} %, same pick in both orders "
-          f"{100 * audit['same_pick_both_orders']:.1f} %")
+          f"{100 * audit['same_pick_both_orders']:.1f} %; where the right critique worked the problem rightly "
+          f"({audit['right_critique_sound']}) {100 * audit['picks_right_where_right_critique_sound']:.1f} %")
     print(f"they check the step where the critiques first differ {100 * audit['checks_the_first_difference']:.1f} %")
     print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
     if args.out:
