@@ -103,7 +103,8 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
             "checks_the_first_difference": at_first_difference / n,
             # a right verdict reached by a wrong analysis (both checks wrong: Response 1 by default) is luck the
             # reflection cannot see; these are the cases where "the right critique" is right all through
-            "right_critique_sound": len(sound), "picks_right_where_right_critique_sound": sum(sound) / max(1, len(sound))}
+            "right_critique_sound": len(sound),
+            "picks_right_where_right_critique_sound": sum(sound) / max(1, len(sound))}
 
 
 def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -> bool:
