@@ -32,11 +32,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.core.prompts import reflection_prompt, response_prompt  # noqa: E402
-from reflectrm.demo import domain_of, read_card  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.build import _render  # noqa: E402
-from reflectrm.demo.steps_build import heldout_pairs, ranges_of  # noqa: E402
-from reflectrm.errors import ConfigError, ReflectRMError  # noqa: E402
+from reflectrm.demo.steps_build import heldout_pairs, ranges_of, running_sum_card  # noqa: E402
+from reflectrm.errors import ReflectRMError  # noqa: E402
 
 PROBE_SEED = 4242
 RESPONSE_TOKENS = (
@@ -128,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="held-out pairs (each gives a response and a reflection)")
     args = ap.parse_args(argv)
     try:
-        if domain_of(args.model) is not steps:
-            raise ConfigError(f"{args.model}: not a running-sum demo judge (its demo_card.json must name "
-                              "reflectrm.demo.steps): build one with python -m reflectrm.demo.steps_build --out DIR")
-        card = read_card(args.model)
+        card = running_sum_card(args.model, args.pairs)
         ranges = ranges_of(card)
         pairs = heldout_pairs(card, args.pairs, seed=PROBE_SEED, source="demo-probe")
         probe = Probe(args.model)

@@ -31,17 +31,16 @@ from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
-from reflectrm.demo import domain_of, output_tokens, read_card  # noqa: E402
+from reflectrm.demo import domain_of, output_tokens  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
-from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
-from reflectrm.errors import ConfigError, InputError, ReflectRMError  # noqa: E402
+from reflectrm.demo.steps_build import heldout_pairs, running_sum_card  # noqa: E402
+from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
 from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
 
 EVAL_SEED = 98765
-MAX_PAIRS = 100_000  # held-out pairs are drawn from a stream 4x as long; far above what a CPU judges in a day
 
 
 def accuracy(js: list[Judgment]) -> float:
@@ -101,8 +100,9 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
     n = max(1, len(cases))
     return {"decisive_reflections": len(cases), "picks_right": right / n, "same_pick_both_orders": same / n,
             "checks_the_first_difference": at_first_difference / n,
-            # a right verdict reached by a wrong analysis (both checks wrong: Response 1 by default) is luck the
-            # reflection cannot see; these are the cases where "the right critique" is right all through
+            # a right verdict reached by a wrong analysis (a check worked wrong, mistakes that cancel, or no check
+            # at 0 and Response 1 by default) is luck the reflection cannot see; here "the right critique" is right
+            # all through
             "right_critique_sound": len(sound),
             "picks_right_where_right_critique_sound": sum(sound) / max(1, len(sound))}
 
@@ -136,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if domain_of(args.model) is not steps:
-        raise ConfigError(f"{args.model}: not a running-sum demo judge (its demo_card.json must name "
-                          "reflectrm.demo.steps): build one with python -m reflectrm.demo.steps_build --out DIR")
-    if args.pairs > MAX_PAIRS:
-        raise InputError(f"--pairs {args.pairs} is more than this bench judges ({MAX_PAIRS}): ask for fewer")
+    card = running_sum_card(args.model, args.pairs)
     if args.out:  # checked before the run: a path that cannot be written must not cost a 25-minute run
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
                              "pick a writable path") from None
         if not os.access(args.out.parent, os.W_OK) or args.out.is_dir():
             raise InputError(f"--out {args.out}: not a writable file path: pick another")
-    card = read_card(args.model)
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
     backend = load_backend(str(args.model), backend=args.backend)
     tokens = args.max_new_tokens or output_tokens(domain_of(args.model))

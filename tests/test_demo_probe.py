@@ -49,8 +49,12 @@ def test_a_response_whose_step_slips_departs_at_that_step_result(probe):
     assert probe.first_departure(output, target, probe.RESPONSE_TOKENS) == "step result"
 
 
-def test_the_probe_refuses_a_judge_of_another_domain_in_one_line(probe, capsys):
+@pytest.mark.parametrize(("pairs", "message"), [("4", "not a running-sum demo judge"),
+                                                ("100001", "ask for fewer")])
+def test_the_probe_refuses_another_domain_or_too_many_pairs_in_one_line(probe, capsys, tmp_path, pairs, message):
+    (tmp_path / "demo_card.json").write_text('{"domain": "reflectrm.demo.steps"}')
+    model = DEMO_MODEL_DIR if message.startswith("not") else tmp_path  # too many pairs: refused before any work
     with pytest.raises(SystemExit) as exit_:
-        probe.main(["--model", str(DEMO_MODEL_DIR)])
+        probe.main(["--model", str(model), "--pairs", pairs])
     err = capsys.readouterr().err.strip()
-    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and "not a running-sum demo judge" in err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and message in err

@@ -482,10 +482,9 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
     """Whether an analysis's arithmetic is true (a process reward's test).
 
     A response analysis: its steps work `chain` (each step's operands from the question or the step
-    before, every result true) and each check follows from its result. A reflection: the question's
-    step it quotes is the question's (the last step it walked), every subtraction of its walk is true, and
-    its inverse check is true (the
-    step's value taken back, then its difference from the step's start)."""
+    before, every result true) and each check follows from its result. A reflection: every subtraction
+    of its walk is true, the question's step it quotes is the question's (the last step it walked), and
+    its inverse check is true (the step's value taken back, then its difference from the step's start)."""
     if task is Task.ANALYSIS:
         if any(int(a) - int(b) != int(d) for a, b, d in _WALKED.findall(text)):
             return False  # a walk's subtraction of the two critiques' values

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
+from reflectrm.demo import domain_of, read_card, steps
 from reflectrm.demo.build import _render, build_model, build_tokenizer, train
 from reflectrm.demo.steps import (
+    DEFAULT_RANGES,
     KINDS,
     RANGES,
     Balance,
@@ -36,7 +38,7 @@ from reflectrm.demo.steps import (
     reflection_example,
 )
 from reflectrm.defaults import DEMO_MODEL_DIR
-from reflectrm.errors import InputError
+from reflectrm.errors import ConfigError, InputError
 from reflectrm.core.config import counting, share
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]
 
 def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
                       misread_frac: float = 0.5, render: bool = True,
-                      ranges: Ranges = RANGES["narrow"]) -> tuple[list[StepExample], list[Any]]:
+                      ranges: Ranges = DEFAULT_RANGES) -> tuple[list[StepExample], list[Any]]:
     """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
 
     A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
@@ -105,6 +107,21 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
             if render:
                 out.append(StepExample(_render(reflection_prompt(pair, c1, c2)), target))
     return (out if render else []), pairs
+
+
+MAX_HELDOUT_PAIRS = 100_000
+"""Held-out pairs are drawn from a stream 4x as long; far above what a CPU judges in a day."""
+
+
+def running_sum_card(model_dir: str | Path, pairs: int) -> dict[str, Any]:
+    """The card of the running-sum judge in `model_dir`, for a bench that asks `pairs` held-out pairs of it:
+    a `ConfigError` when it is not one, an `InputError` when that is more pairs than a bench judges."""
+    if domain_of(model_dir) is not steps:
+        raise ConfigError(f"{model_dir}: not a running-sum demo judge (its demo_card.json must name "
+                          "reflectrm.demo.steps): build one with python -m reflectrm.demo.steps_build --out DIR")
+    if pairs > MAX_HELDOUT_PAIRS:
+        raise InputError(f"--pairs {pairs} is more than a demo bench judges ({MAX_HELDOUT_PAIRS}): ask for fewer")
+    return read_card(model_dir)
 
 
 def ranges_of(card: dict[str, Any]) -> Ranges:
@@ -189,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--misread-frac", type=share, default=0.5,
                     help="share of the wrong analyses (taught responses' mistakes, reflections' critiques) that "
                          "misread a step rather than slip; 0 = slips only, as builds before this flag")
-    ap.add_argument("--ranges", choices=sorted(RANGES), default="narrow",
+    ap.add_argument("--ranges", choices=sorted(RANGES), default=DEFAULT_RANGES.name,
                     help="the problems' numbers: narrow (values 1..40, about 550 facts, all learned in a 20-minute "
                          "build) or wide (values 1..99, about 2,900: arithmetic left to slip, for reflection to fix)")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")

@@ -102,12 +102,14 @@ def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path,
 def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_before_judging(tmp_path, capsys):
     import json
 
+    from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
+
     spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH.parent / "demo_reflection.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "reflectrm.demo.steps"}))
     (tmp_path / "a-file").write_text("keep")
-    for extra, message in ((["--pairs", str(bench.MAX_PAIRS + 1)], "ask for fewer"),
+    for extra, message in ((["--pairs", str(MAX_HELDOUT_PAIRS + 1)], "ask for fewer"),
                            (["--out", str(tmp_path / "a-file" / "x.json")], "cannot create its folder")):
         with pytest.raises(SystemExit) as exc:
             bench.main(["--model", str(tmp_path), *extra])
