@@ -7,7 +7,9 @@ out, in any wording) with the real pipeline: greedy, then two-stage ReflectRM wi
 Every other strategy is re-aggregated on the same rollouts (majority@8, random-winners) or on the
 same samples with new reflections (random-anchor), so the differences are paired. Then the
 reflections whose two critiques reach different verdicts are judged again with the critiques
-swapped: does the reflection pick the right critique, and the same one in both orders?
+swapped: does the reflection pick the right critique, and the same one in both orders? Last, the
+ceiling: the accuracy a perfect reflection would reach on the same samples (every pair with a sample
+that worked the problem rightly all through, else the anchor's verdict), which no reflection can pass.
 
 Differences carry a paired bootstrap 95 % interval (resampling pairs) and an exact McNemar p-value.
 The last line printed is one JSON object with every figure.
@@ -107,6 +109,24 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
             "picks_right_where_right_critique_sound": sum(sound) / max(1, len(sound))}
 
 
+def reflection_ceiling(js: list[Judgment]) -> tuple[list[bool], dict]:
+    """The best any reflection could do with these samples, per pair: right when some sample worked the
+    problem rightly all through (a perfect reflection lets exactly those beat an unsound anchor, and their
+    verdicts are right), else the anchor's verdict. It separates the sampler's limit from the reflection's."""
+    ceiling, counts = [], {"anchor_unsound": 0, "anchor_unsound_with_a_sound_sample": 0, "no_sound_sample": 0}
+    for j in js:
+        chain = steps.chain_in(j.pair.query)
+        sound = {r.index for r in j.rollouts if not r.greedy
+                 and steps.analysis_true(r.analysis or "", chain, task=Task.RESPONSE)}
+        anchor = next((r for r in j.rollouts if r.index == j.anchor), None)
+        ceiling.append(bool(sound) or (anchor is not None and anchor.prediction == j.pair.label))
+        if j.anchor not in sound:
+            counts["anchor_unsound"] += 1
+            counts["anchor_unsound_with_a_sound_sample"] += bool(sound)
+        counts["no_sound_sample"] += not sound
+    return ceiling, counts
+
+
 def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -> bool:
     """Does the reflection walk to the step where its critiques first differ, and check that one
     (reads the question's step again there)?"""
@@ -163,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
     correct = {name: [bool(j.correct) for j in js] for name, js in
                (("reflectrm", two), ("greedy", greedy), ("majority@8", majority),
                 ("random-anchor", random_anchor), ("random-winners", random_winners))}
+    ceiling, sampler = reflection_ceiling(two)
     samples = [r for j in two for r in j.rollouts if not r.greedy]
     anchors = [next(r for r in j.rollouts if r.index == j.anchor) for j in two if j.anchor is not None]
     by_kind = {}
@@ -179,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
         "reflectrm_minus": {name: difference(correct["reflectrm"], c)
                             for name, c in correct.items() if name != "reflectrm"},
         "reflection": audit,
+        "reflection_ceiling": {"accuracy": sum(ceiling) / len(ceiling), **sampler,
+                               "minus_greedy": difference(ceiling, correct["greedy"]),
+                               "minus_majority@8": difference(ceiling, correct["majority@8"])},
         "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
         "reflection_parse_rate": sum(r.status.parseable for j in two for r in j.reflections)
         / max(1, sum(len(j.reflections) for j in two)),
@@ -200,6 +224,11 @@ def run(args: argparse.Namespace) -> int:
           f"pick the right one {100 * audit['picks_right']:.1f} %, same pick in both orders "
           f"{100 * audit['same_pick_both_orders']:.1f} %; where the right critique worked the problem rightly "
           f"({audit['right_critique_sound']}) {100 * audit['picks_right_where_right_critique_sound']:.1f} %")
+    c = figures["reflection_ceiling"]
+    print(f"a perfect reflection on these samples {100 * c['accuracy']:.1f} % (greedy "
+          f"{100 * c['minus_greedy']['diff']:+.1f} [{100 * c['minus_greedy']['lo']:+.1f}, "
+          f"{100 * c['minus_greedy']['hi']:+.1f}]); unsound anchors {c['anchor_unsound']}, of them with a sound "
+          f"sample to overturn them {c['anchor_unsound_with_a_sound_sample']}")
     print(f"they check the step where the critiques first differ {100 * audit['checks_the_first_difference']:.1f} %")
     print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
     if args.out:

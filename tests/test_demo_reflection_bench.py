@@ -1,0 +1,48 @@
+"""The demo reflection bench's ceiling (`bench/demo_reflection.py`): the accuracy a perfect reflection
+would reach on a judgment's own samples, which separates what the sampler offers from what the
+reflection makes of it."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from reflectrm.core.types import Judgment, ParseStatus, Rollout
+from reflectrm.demo import steps
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "demo_reflection.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PAIR = next(p for p in steps.make_pairs(20, seed=5) if p.subset == "steps4")
+CHAIN = steps.chain_of(PAIR)
+RIGHT = steps.analysis(PAIR)
+SLIPPED = steps.analysis(PAIR, slips={1: steps.steps_of(CHAIN)[1].z + 1})
+
+
+def _rollout(i: int, a: steps.Analysis, *, verdict: int | None = None) -> Rollout:
+    return Rollout(index=i, text=a.text, analysis=a.text, prediction=verdict or a.verdict, status=ParseStatus.OK,
+                   confidence=-0.1 * (i + 1), num_tokens=90)
+
+
+def _judgment(rollouts: list[Rollout], anchor: int) -> Judgment:
+    return Judgment(pair=PAIR, strategy="reflectrm", rollouts=tuple(rollouts), verdict=None, anchor=anchor)
+
+
+def test_an_unsound_anchor_is_overturnable_only_when_a_sample_worked_the_problem_rightly(bench):
+    wrong_verdict = 3 - PAIR.label
+    overturnable = _judgment([_rollout(0, SLIPPED, verdict=wrong_verdict), _rollout(1, RIGHT)], anchor=0)
+    stuck = _judgment([_rollout(0, SLIPPED, verdict=wrong_verdict), _rollout(1, SLIPPED, verdict=PAIR.label)], 0)
+    lucky = _judgment([_rollout(0, SLIPPED, verdict=PAIR.label), _rollout(1, SLIPPED, verdict=wrong_verdict)], 0)
+    sound_anchor = _judgment([_rollout(0, RIGHT), _rollout(1, SLIPPED, verdict=wrong_verdict)], 0)
+    ceiling, counts = bench.reflection_ceiling([overturnable, stuck, lucky, sound_anchor])
+    # a right verdict from a wrong analysis (`stuck`'s second sample) is luck no reflection can see
+    assert ceiling == [True, False, True, True]
+    assert counts == {"anchor_unsound": 3, "anchor_unsound_with_a_sound_sample": 1, "no_sound_sample": 2}
