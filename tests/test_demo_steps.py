@@ -282,7 +282,7 @@ def test_a_card_names_each_stage_s_ranges_and_the_held_out_pairs_follow_the_last
     held = heldout_pairs(card, 40, seed=6, source="t")  # the wide stage's own stream: all its problems left out
     assert len(held) == 40 and not {chain_of(p) for p in held} & trained_problems(card)
     assert any(b > 9 for p in held for _, b in chain_of(p).ops)  # wide operands
-    with pytest.raises(InputError, match="ranges 'huge'; known: narrow, wide"):
+    with pytest.raises(InputError, match="ranges 'huge'; known: narrow, medium, wide"):
         trained_problems({"build_args": {"pairs": 10, "ranges": "huge"}})
 
 

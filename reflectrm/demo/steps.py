@@ -38,7 +38,8 @@ check worked afresh; critiques that agree throughout are a tie. Every judgment i
 library.
 
 Kinds (the pair's `subset`): ``steps4``, ``steps5``, ``steps6``, in `RANGES` "narrow" (starts 5..30,
-operands 2..9, every value kept in 1..40: about 550 addition and subtraction facts) or "wide" (starts
+operands 2..9, every value kept in 1..40: about 550 addition and subtraction facts), "medium" (starts 5..50,
+operands 2..14, values 1..60) or "wide" (starts
 5..80, operands 2..19, values 1..99: about 2,900). A judge's card names its ranges; none means narrow.
 """
 
@@ -72,9 +73,11 @@ class Ranges:
         return next((k for k, v in RANGES.items() if v == self), repr(self))
 
 
-RANGES = {"narrow": Ranges((5, 30), (2, 9), (1, 40)), "wide": Ranges((5, 80), (2, 19), (1, 99))}
+RANGES = {"narrow": Ranges((5, 30), (2, 9), (1, 40)), "medium": Ranges((5, 50), (2, 14), (1, 60)),
+          "wide": Ranges((5, 80), (2, 19), (1, 99))}
 """narrow: about 550 addition and subtraction facts, which a 20-minute build learns all of (its greedy judge was
-right on 48 of 48 probe pairs: nothing left for reflection to fix); wide: about 2,900."""
+right on 48 of 48 probe pairs: nothing left for reflection to fix); medium: values 1..60, operands 2..14, for a
+narrow judge continued a few hundred steps, part way through learning its new facts; wide: about 2,900."""
 DEFAULT_RANGES = RANGES["narrow"]
 SLIPS = (-1, 1, -2, 2, -10, 10)
 

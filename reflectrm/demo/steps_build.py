@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                          "misread a step rather than slip; 0 = slips only, as builds before this flag")
     ap.add_argument("--ranges", choices=sorted(RANGES), default=DEFAULT_RANGES.name,
                     help="the problems' numbers: narrow (values 1..40, about 550 facts, all learned in a 20-minute "
-                         "build) or wide (values 1..99, about 2,900: arithmetic left to slip, for reflection to fix)")
+                         "build), medium (values 1..60, operands 2..14) or wide (values 1..99, about 2,900)")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
