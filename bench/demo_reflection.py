@@ -9,7 +9,9 @@ same samples with new reflections (random-anchor), so the differences are paired
 reflections whose two critiques reach different verdicts are judged again with the critiques
 swapped: does the reflection pick the right critique, and the same one in both orders? Last, the
 ceiling: the accuracy a perfect reflection would reach on the same samples (every pair with a sample
-that worked the problem rightly all through, else the anchor's verdict), which no reflection can pass.
+that worked the problem rightly all through, else the anchor's verdict), which no reflection can pass,
+and what reflections that never err at the first difference would reach under the paper's majority of
+winners (samples that fix the anchor's first mistake and make their own later win too).
 
 Differences carry a paired bootstrap 95 % interval (resampling pairs) and an exact McNemar p-value.
 The last line printed is one JSON object with every figure.
@@ -127,6 +129,36 @@ def reflection_ceiling(js: list[Judgment]) -> tuple[list[bool], dict]:
     return ceiling, counts
 
 
+def right_at(a: steps.Analysis, at: tuple[str, int], chain: steps.Chain) -> bool:
+    """Whether analysis `a` is right where two analyses first differ (`at`, from `first_difference`)."""
+    where, i = at
+    if where == "step":
+        return i < len(a.steps) and steps.step_right(a.steps[i], chain)
+    return i < len(a.checks) and a.checks[i].d == a.checks[i].stated - a.checks[i].computed
+
+
+def first_difference_oracle(js: list[Judgment]) -> list[bool]:
+    """Per pair, the verdict ReflectRM would reach with reflections that never err at their own job: a sample
+    beats the anchor when it is right and the anchor wrong where they first differ; the paper's majority
+    of winners then decides (the anchor joins an empty or tied group). Below the ceiling by the samples
+    that fix the anchor's first mistake but make one of their own later: they win, and vote by luck."""
+    out = []
+    for j in js:
+        chain = steps.chain_in(j.pair.query)
+        anchor = next((r for r in j.rollouts if r.index == j.anchor), None)
+        a = parse_analysis(anchor.analysis) if anchor is not None else None
+        votes = {1: 0, 2: 0}
+        for r in j.rollouts:
+            b = parse_analysis(r.analysis) if r.parseable and not r.greedy and r.index != j.anchor else None
+            at = first_difference(b, a) if a and b else None
+            if at is not None and right_at(b, at, chain) and not right_at(a, at, chain):
+                votes[r.prediction] += 1
+        if anchor is not None and anchor.parseable and votes[1] == votes[2]:
+            votes[anchor.prediction] += 1
+        out.append(votes[j.pair.label] > votes[3 - j.pair.label])
+    return out
+
+
 def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -> bool:
     """Does the reflection walk to the step where its critiques first differ, and check that one
     (reads the question's step again there)?"""
@@ -184,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
                (("reflectrm", two), ("greedy", greedy), ("majority@8", majority),
                 ("random-anchor", random_anchor), ("random-winners", random_winners))}
     ceiling, sampler = reflection_ceiling(two)
+    oracle = first_difference_oracle(two)
     samples = [r for j in two for r in j.rollouts if not r.greedy]
     anchors = [next(r for r in j.rollouts if r.index == j.anchor) for j in two if j.anchor is not None]
     by_kind = {}
@@ -203,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
         "reflection_ceiling": {"accuracy": sum(ceiling) / len(ceiling), **sampler,
                                "minus_greedy": difference(ceiling, correct["greedy"]),
                                "minus_majority@8": difference(ceiling, correct["majority@8"])},
+        "first_difference_oracle": {"accuracy": sum(oracle) / len(oracle),
+                                    "minus_greedy": difference(oracle, correct["greedy"])},
         "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
         "reflection_parse_rate": sum(r.status.parseable for j in two for r in j.reflections)
         / max(1, sum(len(j.reflections) for j in two)),
@@ -229,6 +264,10 @@ def run(args: argparse.Namespace) -> int:
           f"{100 * c['minus_greedy']['diff']:+.1f} [{100 * c['minus_greedy']['lo']:+.1f}, "
           f"{100 * c['minus_greedy']['hi']:+.1f}]); unsound anchors {c['anchor_unsound']}, of them with a sound "
           f"sample to overturn them {c['anchor_unsound_with_a_sound_sample']}")
+    o = figures["first_difference_oracle"]
+    print(f"reflections never wrong at the first difference, winners' majority {100 * o['accuracy']:.1f} % (greedy "
+          f"{100 * o['minus_greedy']['diff']:+.1f} [{100 * o['minus_greedy']['lo']:+.1f}, "
+          f"{100 * o['minus_greedy']['hi']:+.1f}])")
     print(f"they check the step where the critiques first differ {100 * audit['checks_the_first_difference']:.1f} %")
     print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
     if args.out:

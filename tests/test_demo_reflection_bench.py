@@ -46,3 +46,16 @@ def test_an_unsound_anchor_is_overturnable_only_when_a_sample_worked_the_problem
     # a right verdict from a wrong analysis (`stuck`'s second sample) is luck no reflection can see
     assert ceiling == [True, False, True, True]
     assert counts == {"anchor_unsound": 3, "anchor_unsound_with_a_sound_sample": 1, "no_sound_sample": 2}
+
+
+def test_a_faultless_first_difference_reflection_lets_a_later_mistake_win_and_vote(bench):
+    """The anchor slips at step 2; a sound sample and one that slips only at step 3 both fix step 2 and win.
+    Two winners with different verdicts tie, so the anchor joins and its wrong verdict decides."""
+    early = steps.analysis(PAIR, slips={1: steps.steps_of(CHAIN)[1].z + 1})
+    late = steps.analysis(PAIR, slips={2: steps.steps_of(CHAIN)[2].z + 1})
+    wrong_verdict = 3 - PAIR.label
+    js = [_judgment([_rollout(0, early, verdict=wrong_verdict), _rollout(1, RIGHT)], anchor=0),
+          _judgment([_rollout(0, early, verdict=wrong_verdict), _rollout(1, RIGHT),
+                     _rollout(2, late, verdict=wrong_verdict)], anchor=0),
+          _judgment([_rollout(0, late, verdict=wrong_verdict), _rollout(1, early, verdict=PAIR.label)], anchor=0)]
+    assert bench.first_difference_oracle(js) == [True, False, False]
