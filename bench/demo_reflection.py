@@ -1,6 +1,7 @@
 """Does self-reflection work on a demo judge? Every figure of issue 15's first block, on held-out pairs.
 
     python bench/demo_reflection.py --model DIR [--pairs 600] [--batch-size 8] [--backend vllm] [--out FILE.json]
+    python bench/demo_reflection.py --model DIR --pairs 300 --backend vllm --samples-only   # ceiling only, ~1 min
 
 Judges held-out multi-step pairs (`reflectrm.demo.steps`; problems the build trained on are left
 out, in any wording) with the real pipeline: greedy, then two-stage ReflectRM with N = 8 samples.
@@ -178,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=counting, metavar="N",
                     help="per output, at least 1 (default: what the judge's domain needs)")
     ap.add_argument("--out", type=Path, help="also write the figures (and judgments as FILE.jsonl) here")
+    ap.add_argument("--samples-only", action="store_true",
+                    help="judge greedy and the N samples only (no reflections): greedy, majority@8 and the perfect "
+                         "reflection's ceiling in a few minutes, to find the build stage worth the full run")
     ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
                     help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
     args = ap.parse_args(argv)
@@ -185,6 +189,25 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except ReflectRMError as exc:  # a bad model folder, card or engine: one line, exit 2
         ap.exit(2, f"{ap.prog}: error: {exc}\n")
+
+
+def samples_only(args: argparse.Namespace, pairs: list, greedy: list[Judgment], sampled: list[Judgment]) -> int:
+    """The --samples-only figures: greedy, majority@8, and the ceiling of any reflection on the samples."""
+    correct = {"greedy": [bool(j.correct) for j in greedy], "majority@8": [bool(j.correct) for j in sampled]}
+    ceiling, sampler = reflection_ceiling(sampled)
+    figures = {"model": str(args.model), "heldout_pairs": len(pairs),
+               "accuracy": {name: sum(c) / len(c) for name, c in correct.items()},
+               "reflection_ceiling": {"accuracy": sum(ceiling) / len(ceiling), **sampler,
+                                      "minus_greedy": difference(ceiling, correct["greedy"])},
+               "load": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+    c, acc = figures["reflection_ceiling"], figures["accuracy"]
+    print(f"greedy {100 * acc['greedy']:.1f} %, majority@8 {100 * acc['majority@8']:.1f} %, "
+          f"a perfect reflection {100 * c['accuracy']:.1f} % (greedy {100 * c['minus_greedy']['diff']:+.1f} "
+          f"[{100 * c['minus_greedy']['lo']:+.1f}, {100 * c['minus_greedy']['hi']:+.1f}])")
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     greedy = list(judge_many(pairs, backend, config.with_(strategy="greedy"), batch_size=16))
     t1 = time.perf_counter()
+    if args.samples_only:
+        return samples_only(args, pairs, greedy, list(judge_many(pairs, backend, config.with_(strategy="majority"),
+                                                               batch_size=args.batch_size)))
     two = list(judge_many(pairs, backend, config, batch_size=args.batch_size))
     t2 = time.perf_counter()
     majority = [rejudge(j, "majority") for j in two]

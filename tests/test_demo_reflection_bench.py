@@ -59,3 +59,19 @@ def test_a_faultless_first_difference_reflection_lets_a_later_mistake_win_and_vo
                      _rollout(2, late, verdict=wrong_verdict)], anchor=0),
           _judgment([_rollout(0, late, verdict=wrong_verdict), _rollout(1, early, verdict=PAIR.label)], anchor=0)]
     assert bench.first_difference_oracle(js) == [True, False, False]
+
+
+def test_samples_only_prints_greedy_majority_and_the_ceiling_with_its_interval(bench, capsys, tmp_path):
+    import argparse
+    import json
+
+    wrong_verdict = 3 - PAIR.label
+    greedy = [_judgment([_rollout(0, SLIPPED, verdict=wrong_verdict)], anchor=0)] * 2
+    sampled = [_judgment([_rollout(0, SLIPPED, verdict=wrong_verdict), _rollout(1, RIGHT)], anchor=0),
+               _judgment([_rollout(0, SLIPPED, verdict=wrong_verdict), _rollout(1, SLIPPED)], anchor=0)]
+    out = tmp_path / "f.json"
+    args = argparse.Namespace(model=Path("m"), out=out)
+    assert bench.samples_only(args, [PAIR, PAIR], greedy, sampled) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("greedy 0.0 %, majority@8 0.0 %, a perfect reflection 50.0 % (greedy +50.0 [")
+    assert json.loads(out.read_text())["reflection_ceiling"]["anchor_unsound_with_a_sound_sample"] == 1
