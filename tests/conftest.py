@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +34,12 @@ def demo_backend():
     from reflectrm.backends import load_backend
 
     return load_backend(device="cpu")
+
+
+def load_bench(name: str):
+    """A script under bench/ loaded as a module (bench/ is not a package), e.g. load_bench("demo_probe")."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

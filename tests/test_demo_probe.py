@@ -1,24 +1,19 @@
 """The running-sum probe (`bench/demo_probe.py`): it names the kind of token where an output first
 leaves the right one, and refuses a judge that is not a running-sum one in one line."""
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
 
 from reflectrm.core.prompts import Task, format_output
 from reflectrm.demo import DEMO_MODEL_DIR, steps
+from tests.conftest import load_bench
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "demo_probe.py"
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("bench_demo_probe", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("demo_probe")
 
 
 def _slipped_pair(at: int):

@@ -2,23 +2,18 @@
 would reach on a judgment's own samples, which separates what the sampler offers from what the
 reflection makes of it."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from reflectrm.core.types import Judgment, ParseStatus, Rollout
 from reflectrm.demo import steps
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "demo_reflection.py"
+from tests.conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("demo_reflection")
 
 
 PAIR = next(p for p in steps.make_pairs(20, seed=5) if p.subset == "steps4")

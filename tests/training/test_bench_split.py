@@ -1,28 +1,17 @@
 """The retraining benchmark's split: held-in pairs reword the held-out problems, never a held-out
 conversation; "unseen" pairs ask problems that no held-in or held-out pair asks."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from reflectrm.demo.tasks import problem_of
 from reflectrm.training.data import context_key
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "retrain.py"
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_retrain", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_bench
 
 
 def test_held_in_rewords_held_out_problems_and_unseen_problems_are_untouched():
     from reflectrm.demo import DEMO_MODEL_DIR
 
-    held_out, held_in, unseen = load_bench().splits(str(DEMO_MODEL_DIR), 60, 40)
+    held_out, held_in, unseen = load_bench("retrain").splits(str(DEMO_MODEL_DIR), 60, 40)
     assert len(held_out) == 60 and len(unseen) == 40
     problems = {problem_of(p) for p in held_out}
     assert {problem_of(p) for p in held_in} == problems
@@ -39,7 +28,7 @@ def test_on_the_running_sum_domain_held_out_pairs_leave_out_the_builds_problems(
 
     (tmp_path / "demo_card.json").write_text(json.dumps(
         {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 3000, "seed": 555_001}}))
-    bench = load_bench()
+    bench = load_bench("retrain")
     bench.DOMAIN = steps
     held_out, held_in, unseen = bench.splits(str(tmp_path), 200, 40)
     # the held-out stream's own seed: they overlap; a card without "misread_frac" is a build from before that flag
@@ -55,7 +44,7 @@ def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analy
     from reflectrm.core.types import ParseStatus, Reflection, Rollout
     from reflectrm.demo.tasks import make_pairs
 
-    bench = load_bench()
+    bench = load_bench("retrain")
     pair = make_pairs(1, seed=7)[0]
     problem = problem_of(pair)
     wrong_answer = problem.answer + 1
@@ -90,9 +79,7 @@ def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analy
 def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path, capsys, argv, message):
     from reflectrm.demo import DEMO_MODEL_DIR
 
-    spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH.parent / "demo_reflection.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("demo_reflection")
     with pytest.raises(SystemExit) as exc:
         bench.main([a.format(tmp=tmp_path, shipped=DEMO_MODEL_DIR) for a in argv])
     err = capsys.readouterr().err.strip().splitlines()
@@ -104,9 +91,7 @@ def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_
 
     from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
 
-    spec = importlib.util.spec_from_file_location("bench_demo_reflection", BENCH.parent / "demo_reflection.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("demo_reflection")
     (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "reflectrm.demo.steps"}))
     (tmp_path / "a-file").write_text("keep")
     for extra, message in ((["--pairs", str(MAX_HELDOUT_PAIRS + 1)], "ask for fewer"),
