@@ -296,6 +296,7 @@ def test_a_card_names_each_stage_s_ranges_and_the_held_out_pairs_follow_the_last
     (["--init", "{tmp}/nowhere"], "is not a built demo judge"),
     (["--out", "{shipped}"], "is the shipped judge"),
     (["--out", "{tmp}/a-file"], "is a file: pass a folder"),
+    (["--out", "{tmp}/a-file/model"], "is a file, so the folder cannot be created"),
 ])
 def test_a_build_refuses_bad_arguments_in_one_line_before_any_work(tmp_path, capsys, argv, message):
     """A build takes up to an hour: what cannot work is refused first (exit 2, one line), nothing written."""
@@ -313,3 +314,37 @@ def test_a_build_refuses_bad_arguments_in_one_line_before_any_work(tmp_path, cap
     assert exc.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
     assert not out.exists() and (tmp_path / "a-file").read_text() == "keep"
     assert sorted((p.name, p.stat().st_mtime_ns) for p in DEMO_MODEL_DIR.iterdir()) == shipped_before
+
+
+def test_checking_a_build_s_out_folder_creates_nothing(tmp_path, monkeypatch):
+    """The folder appears only when a model is saved: a build stopped before that leaves no empty folder."""
+    from reflectrm.demo import build
+
+    assert build.writable_folder(tmp_path / "new" / "judge") is None
+    assert not (tmp_path / "new").exists()
+    # the nearest folder that exists is the one asked (as root every folder is writable, so ask through os.access)
+    asked = []
+    monkeypatch.setattr(build.os, "access", lambda path, mode: asked.append(path) and False)
+    assert build.writable_folder(tmp_path / "new" / "judge") == \
+        f"--out {tmp_path / 'new' / 'judge'}: {tmp_path} is not writable: pick a writable folder"
+    assert asked == [tmp_path]
+
+
+def test_a_save_stopped_half_way_leaves_the_previous_model_whole(tmp_path):
+    from reflectrm.demo.build import save_atomically
+
+    judge = tmp_path / "judge"
+    save_atomically(judge, lambda f: [(f / n).write_text("old " + n) for n in ("weights", "demo_card.json")])
+
+    def interrupted(folder):
+        (folder / "weights").write_text("new weights")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        save_atomically(judge, interrupted)
+    assert {p.name: p.read_text() for p in judge.iterdir()} == {"weights": "old weights",
+                                                                 "demo_card.json": "old demo_card.json"}
+    assert [p.name for p in tmp_path.iterdir()] == ["judge"]  # no half-written sibling left
+    save_atomically(judge, lambda f: (f / "weights").write_text("new weights"))
+    assert {p.name: p.read_text() for p in judge.iterdir()} == {"weights": "new weights"}
+    assert [p.name for p in tmp_path.iterdir()] == ["judge"]

@@ -16,9 +16,12 @@ import argparse
 import json
 import logging
 import math
+import os
 import random
 import re
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -108,6 +111,44 @@ def training_texts(n_pairs: int, *, seed: int, refl_every: int, mistake_frac: fl
             c1, c2, target = reflection_example(rng, pair)
             out.append(Example(_render(reflection_prompt(pair, c1, c2)), target))
     return out
+
+
+def writable_folder(out: Path) -> str | None:
+    """Why a build could not write its model to `out` (None: it can), without creating anything: a build
+    that fails or is stopped must leave no empty folder behind."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file: pass a folder"
+    base = out
+    while not base.exists():
+        if base.parent == base:
+            break
+        base = base.parent
+    if not base.is_dir():
+        return f"--out {out}: {base} is a file, so the folder cannot be created: pick another path"
+    if not os.access(base, os.W_OK | os.X_OK):
+        return f"--out {out}: {base} is not writable: pick a writable folder"
+    return None
+
+
+def save_atomically(where: Path, write: Callable[[Path], None]) -> None:
+    """Run `write` into a fresh sibling folder, then put it in place of `where` in one rename: a build stopped
+    while saving leaves the previous model (or none) whole, never a mix of old and new files."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    fresh = where.parent / f".{where.name}.saving-{os.getpid()}"
+    old = where.parent / f".{where.name}.replaced-{os.getpid()}"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir()
+    try:
+        write(fresh)
+        if where.exists():
+            where.rename(old)
+        fresh.rename(where)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        if old.exists() and not where.exists():
+            old.rename(where)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _render(prompt: list) -> str:
@@ -305,10 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(len(tokenizer), tokenizer)
     log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
     def save(where: Path) -> None:
-        where.mkdir(parents=True, exist_ok=True)
-        state = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
-        model.save_pretrained(where, state_dict=state)
-        tokenizer.save_pretrained(where)
+        def write(folder: Path) -> None:
+            model.save_pretrained(folder, state_dict={k: v.to(torch.bfloat16) for k, v in model.state_dict().items()})
+            tokenizer.save_pretrained(folder)
+
+        save_atomically(where, write)
 
     losses = train(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                    checkpoint=lambda step: save(args.out.parent / f"{args.out.name}-step{step}"),

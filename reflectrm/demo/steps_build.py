@@ -14,7 +14,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import random
 import re
 import time
@@ -23,7 +22,7 @@ from typing import Any, NamedTuple
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.demo import domain_of, read_card, steps
-from reflectrm.demo.build import _render, build_model, build_tokenizer, train
+from reflectrm.demo.build import _render, build_model, build_tokenizer, save_atomically, train, writable_folder
 from reflectrm.demo.steps import (
     DEFAULT_RANGES,
     KINDS,
@@ -183,15 +182,7 @@ def _unusable(args: argparse.Namespace) -> str | None:
         return f"--init {args.init} is not a built demo judge (no demo_card.json): pass the folder a build wrote"
     if args.out.resolve() == DEMO_MODEL_DIR.resolve():
         return f"--out {args.out} is the shipped judge: build elsewhere, then replace it after its benchmark"
-    if args.out.exists() and not args.out.is_dir():
-        return f"--out {args.out} is a file: pass a folder"
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"--out {args.out}: cannot create it ({exc.strerror}): pick a writable folder"
-    if not os.access(args.out, os.W_OK):
-        return f"--out {args.out} is not writable: pick another folder"
-    return None
+    return writable_folder(args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     log.info("model: %.2fM parameters; %d examples", sum(p.numel() for p in model.parameters()) / 1e6, len(examples))
 
     def save(where: Path, step: int) -> None:
-        where.mkdir(parents=True, exist_ok=True)
+        save_atomically(where, lambda folder: write(folder, step))
+
+    def write(where: Path, step: int) -> None:
         model.save_pretrained(where, state_dict={k: v.to(torch.bfloat16) for k, v in model.state_dict().items()})
         tokenizer.save_pretrained(where)
         card = {
