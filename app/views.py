@@ -128,7 +128,7 @@ def tie_breaker_text(j: Judgment) -> str:
 
 def _tie_note(j: Judgment) -> str:
     """Eq. 6 ties: samples as confident as the anchor lose to the earliest one."""
-    anchor = next((r for r in j.rollouts if r.index == j.anchor and not r.greedy), None)
+    anchor = j.anchor_rollout
     if anchor is None:
         return ""
     tied = [r.index for r in j.rollouts

@@ -121,7 +121,7 @@ def reflection_ceiling(js: list[Judgment]) -> tuple[list[bool], dict]:
         chain = steps.chain_in(j.pair.query)
         sound = {r.index for r in j.rollouts if not r.greedy
                  and steps.analysis_true(r.analysis or "", chain, task=Task.RESPONSE)}
-        anchor = next((r for r in j.rollouts if r.index == j.anchor), None)
+        anchor = j.anchor_rollout
         ceiling.append(bool(sound) or (anchor is not None and anchor.prediction == j.pair.label))
         if j.anchor not in sound:
             counts["anchor_unsound"] += 1
@@ -130,12 +130,25 @@ def reflection_ceiling(js: list[Judgment]) -> tuple[list[bool], dict]:
     return ceiling, counts
 
 
+def ceiling_figures(sampled: list[Judgment], correct: dict[str, list[bool]]) -> dict:
+    """The ceiling's figures for the JSON: its accuracy, the sampler's counts, and it minus greedy and majority@8."""
+    ceiling, sampler = reflection_ceiling(sampled)
+    return {"accuracy": sum(ceiling) / len(ceiling), **sampler,
+            "minus_greedy": difference(ceiling, correct["greedy"]),
+            "minus_majority@8": difference(ceiling, correct["majority@8"])}
+
+
+def points(b: dict) -> str:
+    """A difference and its interval in points: "+7.8 [+4.5, +11.0]"."""
+    return f"{100 * b['diff']:+.1f} [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}]"
+
+
 def right_at(a: steps.Analysis, at: tuple[str, int], chain: steps.Chain) -> bool:
     """Whether analysis `a` is right where two analyses first differ (`at`, from `first_difference`)."""
     where, i = at
     if where == "step":
         return i < len(a.steps) and steps.step_right(a.steps[i], chain)
-    return i < len(a.checks) and a.checks[i].d == a.checks[i].stated - a.checks[i].computed
+    return i < len(a.checks) and a.checks[i].worked
 
 
 def first_difference_oracle(js: list[Judgment]) -> list[bool]:
@@ -146,7 +159,7 @@ def first_difference_oracle(js: list[Judgment]) -> list[bool]:
     out = []
     for j in js:
         chain = steps.chain_in(j.pair.query)
-        anchor = next((r for r in j.rollouts if r.index == j.anchor), None)
+        anchor = j.anchor_rollout
         a = parse_analysis(anchor.analysis) if anchor is not None else None
         votes = {1: 0, 2: 0}
         for r in j.rollouts:
@@ -194,16 +207,13 @@ def main(argv: list[str] | None = None) -> int:
 def samples_only(args: argparse.Namespace, pairs: list, greedy: list[Judgment], sampled: list[Judgment]) -> int:
     """The --samples-only figures: greedy, majority@8, and the ceiling of any reflection on the samples."""
     correct = {"greedy": [bool(j.correct) for j in greedy], "majority@8": [bool(j.correct) for j in sampled]}
-    ceiling, sampler = reflection_ceiling(sampled)
     figures = {"model": str(args.model), "heldout_pairs": len(pairs),
                "accuracy": {name: sum(c) / len(c) for name, c in correct.items()},
-               "reflection_ceiling": {"accuracy": sum(ceiling) / len(ceiling), **sampler,
-                                      "minus_greedy": difference(ceiling, correct["greedy"])},
+               "reflection_ceiling": ceiling_figures(sampled, correct),
                "load": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
     c, acc = figures["reflection_ceiling"], figures["accuracy"]
     print(f"greedy {100 * acc['greedy']:.1f} %, majority@8 {100 * acc['majority@8']:.1f} %, "
-          f"a perfect reflection {100 * c['accuracy']:.1f} % (greedy {100 * c['minus_greedy']['diff']:+.1f} "
-          f"[{100 * c['minus_greedy']['lo']:+.1f}, {100 * c['minus_greedy']['hi']:+.1f}])")
+          f"a perfect reflection {100 * c['accuracy']:.1f} % (greedy {points(c['minus_greedy'])})")
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures))
@@ -241,7 +251,6 @@ def run(args: argparse.Namespace) -> int:
     correct = {name: [bool(j.correct) for j in js] for name, js in
                (("reflectrm", two), ("greedy", greedy), ("majority@8", majority),
                 ("random-anchor", random_anchor), ("random-winners", random_winners))}
-    ceiling, sampler = reflection_ceiling(two)
     oracle = first_difference_oracle(two)
     samples = [r for j in two for r in j.rollouts if not r.greedy]
     anchors = [next(r for r in j.rollouts if r.index == j.anchor) for j in two if j.anchor is not None]
@@ -259,9 +268,7 @@ def run(args: argparse.Namespace) -> int:
         "reflectrm_minus": {name: difference(correct["reflectrm"], c)
                             for name, c in correct.items() if name != "reflectrm"},
         "reflection": audit,
-        "reflection_ceiling": {"accuracy": sum(ceiling) / len(ceiling), **sampler,
-                               "minus_greedy": difference(ceiling, correct["greedy"]),
-                               "minus_majority@8": difference(ceiling, correct["majority@8"])},
+        "reflection_ceiling": ceiling_figures(two, correct),
         "first_difference_oracle": {"accuracy": sum(oracle) / len(oracle),
                                     "minus_greedy": difference(oracle, correct["greedy"])},
         "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
@@ -286,14 +293,12 @@ def run(args: argparse.Namespace) -> int:
           f"{100 * audit['same_pick_both_orders']:.1f} %; where the right critique worked the problem rightly "
           f"({audit['right_critique_sound']}) {100 * audit['picks_right_where_right_critique_sound']:.1f} %")
     c = figures["reflection_ceiling"]
-    print(f"a perfect reflection on these samples {100 * c['accuracy']:.1f} % (greedy "
-          f"{100 * c['minus_greedy']['diff']:+.1f} [{100 * c['minus_greedy']['lo']:+.1f}, "
-          f"{100 * c['minus_greedy']['hi']:+.1f}]); unsound anchors {c['anchor_unsound']}, of them with a sound "
+    print(f"a perfect reflection on these samples {100 * c['accuracy']:.1f} % (greedy {points(c['minus_greedy'])}); "
+          f"unsound anchors {c['anchor_unsound']}, of them with a sound "
           f"sample to overturn them {c['anchor_unsound_with_a_sound_sample']}")
     o = figures["first_difference_oracle"]
-    print(f"reflections never wrong at the first difference, winners' majority {100 * o['accuracy']:.1f} % (greedy "
-          f"{100 * o['minus_greedy']['diff']:+.1f} [{100 * o['minus_greedy']['lo']:+.1f}, "
-          f"{100 * o['minus_greedy']['hi']:+.1f}])")
+    print(f"reflections never wrong at the first difference, winners' majority {100 * o['accuracy']:.1f} % "
+          f"(greedy {points(o['minus_greedy'])})")
     print(f"they check the step where the critiques first differ {100 * audit['checks_the_first_difference']:.1f} %")
     print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
     if args.out:

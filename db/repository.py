@@ -191,14 +191,8 @@ def link_twins(session: Session, *, original_id: int, swapped_id: int) -> None:
     session.execute(update(m.Judgment).where(m.Judgment.id == swapped_id).values(twin_id=original_id))
 
 
-def _anchor_rollout(judgment: Judgment) -> Rollout | None:
-    if judgment.anchor is None:
-        return None
-    return next((r for r in judgment.rollouts if r.index == judgment.anchor and not r.greedy), None)
-
-
 def _judgment_values(j: Judgment, *, pair_id: int, swapped: bool) -> dict[str, Any]:
-    anchor = _anchor_rollout(j)
+    anchor = j.anchor_rollout
     return {
         "pair_id": pair_id,
         "swapped": swapped,

@@ -70,3 +70,12 @@ def test_samples_only_prints_greedy_majority_and_the_ceiling_with_its_interval(b
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith("greedy 0.0 %, majority@8 0.0 %, a perfect reflection 50.0 % (greedy +50.0 [")
     assert json.loads(out.read_text())["reflection_ceiling"]["anchor_unsound_with_a_sound_sample"] == 1
+
+
+def test_the_anchor_rollout_is_the_sample_never_a_greedy_decode_at_the_same_index():
+    greedy = Rollout(index=0, text="g", analysis="g", prediction=1, status=ParseStatus.OK, confidence=0.0,
+                     num_tokens=1, greedy=True)
+    sample = _rollout(0, RIGHT)
+    assert _judgment([greedy, sample], anchor=0).anchor_rollout is sample
+    assert _judgment([greedy], anchor=0).anchor_rollout is None
+    assert Judgment(pair=PAIR, strategy="majority", rollouts=(sample,), verdict=1).anchor_rollout is None

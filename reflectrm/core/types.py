@@ -328,6 +328,11 @@ class Judgment:
         return self.verdict == self.pair.label
 
     @property
+    def anchor_rollout(self) -> Rollout | None:
+        """The sample chosen as the anchor (Eq. 6); None when there is none (no anchor, or a greedy decode)."""
+        return next((r for r in self.rollouts if r.index == self.anchor and not r.greedy), None)
+
+    @property
     def tokens_generated(self) -> int:
         return sum(r.num_tokens for r in self.rollouts) + sum(r.num_tokens for r in self.reflections)
 

@@ -144,6 +144,11 @@ class Check:
         return self.d == 0
 
     @property
+    def worked(self) -> bool:
+        """Whether its difference is worked rightly (whatever the computed result it starts from)."""
+        return self.d == self.stated - self.computed
+
+    @property
     def text(self) -> str:
         return f"Response {self.response}: {self.stated} - {self.computed} = {self.d}, {'right' if self.right else 'wrong'}."
 
@@ -514,7 +519,7 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
         if (e.x, e.op, e.y) != (value, op, y) or not e.right:
             return False
         value = e.z
-    return bool(a.checks) and all(c.computed == a.result and c.d == c.stated - c.computed for c in a.checks)
+    return bool(a.checks) and all(c.computed == a.result and c.worked for c in a.checks)
 
 
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
