@@ -322,12 +322,30 @@ def test_checking_a_build_s_out_folder_creates_nothing(tmp_path, monkeypatch):
 
     assert build.writable_folder(tmp_path / "new" / "judge") is None
     assert not (tmp_path / "new").exists()
-    # the nearest folder that exists is the one asked (as root every folder is writable, so ask through os.access)
-    asked = []
-    monkeypatch.setattr(build.os, "access", lambda path, mode: asked.append(path) and False)
+    # the nearest folder that exists is the one tried (as root os.access says yes everywhere, so it makes one)
+    tried = []
+
+    def refuse(prefix, dir):
+        tried.append(dir)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(build.tempfile, "mkdtemp", refuse)
     assert build.writable_folder(tmp_path / "new" / "judge") == \
-        f"--out {tmp_path / 'new' / 'judge'}: {tmp_path} is not writable: pick a writable folder"
-    assert asked == [tmp_path]
+        f"--out {tmp_path / 'new' / 'judge'}: {tmp_path} is not writable (Permission denied): pick a writable folder"
+    assert tried == [tmp_path]
+
+
+def test_a_build_refuses_to_replace_a_folder_that_is_not_a_model_s(tmp_path):
+    """A build replaces its --out whole: a folder of other files (the current directory, a project) is refused."""
+    from reflectrm.demo.build import writable_folder
+
+    (tmp_path / "notes.txt").write_text("keep")
+    assert "holds files that are not a model's" in writable_folder(tmp_path)
+    (tmp_path / "judge").mkdir()
+    (tmp_path / "judge" / "demo_card.json").write_text("{}")
+    assert writable_folder(tmp_path / "judge") is None  # a judge's folder: rebuilt in place
+    assert (tmp_path / "notes.txt").read_text() == "keep" and not [p for p in tmp_path.iterdir() if
+                                                                    p.name.startswith(".")]
 
 
 def test_a_save_stopped_half_way_leaves_the_previous_model_whole(tmp_path):

@@ -20,6 +20,7 @@ import os
 import random
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -125,8 +126,13 @@ def writable_folder(out: Path) -> str | None:
         base = base.parent
     if not base.is_dir():
         return f"--out {out}: {base} is a file, so the folder cannot be created: pick another path"
-    if not os.access(base, os.W_OK | os.X_OK):
-        return f"--out {out}: {base} is not writable: pick a writable folder"
+    if out.is_dir() and any(out.iterdir()) and not any((out / n).is_file() for n in ("demo_card.json", "config.json")):
+        return (f"--out {out} holds files that are not a model's, and a build replaces the whole folder: "
+                "pass a new or empty folder")
+    try:  # a folder made and removed at once: the only sure test (os.access says yes to root, even on /proc)
+        os.rmdir(tempfile.mkdtemp(prefix=".reflectrm-probe-", dir=base))
+    except OSError as exc:
+        return f"--out {out}: {base} is not writable ({exc.strerror}): pick a writable folder"
     return None
 
 
