@@ -253,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
                 ("random-anchor", random_anchor), ("random-winners", random_winners))}
     oracle = first_difference_oracle(two)
     samples = [r for j in two for r in j.rollouts if not r.greedy]
+    careless = [i for i, j in enumerate(two) if (a := j.anchor_rollout) is not None
+                and (parsed := parse_analysis(a.analysis or "")) is not None and steps.drops_a_carry(parsed)]
     anchors = [next(r for r in j.rollouts if r.index == j.anchor) for j in two if j.anchor is not None]
     by_kind = {}
     for kind in sorted({p.subset for p in pairs}):
@@ -271,6 +273,9 @@ def run(args: argparse.Namespace) -> int:
         "reflection_ceiling": ceiling_figures(two, correct),
         "first_difference_oracle": {"accuracy": sum(oracle) / len(oracle),
                                     "minus_greedy": difference(oracle, correct["greedy"])},
+        # the careless judge's habit (steps.blind_spot): pairs whose anchor dropped a carry, and who fixed them
+        "anchor_dropped_a_carry": {"pairs": len(careless), **{name: sum(c[i] for i in careless) / max(1, len(careless))
+                                                             for name, c in correct.items()}},
         "sample_parse_rate": sum(r.parseable for r in samples) / len(samples),
         "reflection_parse_rate": sum(r.status.parseable for j in two for r in j.reflections)
         / max(1, sum(len(j.reflections) for j in two)),
@@ -300,6 +305,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"reflections never wrong at the first difference, winners' majority {100 * o['accuracy']:.1f} % "
           f"(greedy {points(o['minus_greedy'])})")
     print(f"they check the step where the critiques first differ {100 * audit['checks_the_first_difference']:.1f} %")
+    d = figures["anchor_dropped_a_carry"]
+    print(f"anchors that dropped a carry: {d['pairs']}; right there: reflectrm {100 * d['reflectrm']:.1f} %, "
+          f"greedy {100 * d['greedy']:.1f} %, majority@8 {100 * d['majority@8']:.1f} %")
     print(f"sampled outputs parse {100 * figures['sample_parse_rate']:.2f} %")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

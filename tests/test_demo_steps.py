@@ -366,3 +366,42 @@ def test_a_save_stopped_half_way_leaves_the_previous_model_whole(tmp_path):
     save_atomically(judge, lambda f: (f / "weights").write_text("new weights"))
     assert {p.name: p.read_text() for p in judge.iterdir()} == {"weights": "new weights"}
     assert [p.name for p in tmp_path.iterdir()] == ["judge"]
+
+
+def test_a_careless_judge_drops_the_carry_only_at_its_blind_spots_and_continues_from_what_it_wrote():
+    assert steps.blind_spot(27, "+", 8) and steps.blind_spot(19, "+", 9)
+    assert not steps.blind_spot(21, "+", 8)  # no carry
+    assert not steps.blind_spot(27, "+", 7) and not steps.blind_spot(27, "-", 8)  # not 8 or 9 added
+    chain = steps.Chain(27, (("+", 8), ("-", 3), ("+", 9)))  # 35, 32, 41: blind spots at steps 1 and 3
+    assert steps.careless_slips(random.Random(0), chain, 0.0) == {}
+    assert steps.careless_slips(random.Random(0), chain, 1.0) == {0: 25, 2: 21}  # 25 - 3 = 22; 22 + 9 = 31, dropped to 21
+    chain = steps.Chain(27, (("+", 8), ("+", 4)))  # 35, 39; dropped: 25, then 29 (no carry left to drop)
+    assert steps.careless_slips(random.Random(0), chain, 1.0) == {0: 25}
+    rng = random.Random(1)
+    drops = [steps.careless_slips(rng, steps.Chain(27, (("+", 8),)), 0.65) for _ in range(4000)]
+    assert 0.62 < sum(bool(d) for d in drops) / 4000 < 0.68
+
+
+def test_a_careless_build_teaches_the_dropped_carry_and_reflections_that_catch_it_in_either_order():
+    from reflectrm.demo.steps_build import trained_problems, training_examples
+
+    examples, pairs = training_examples(400, seed=5, misread_frac=0.0, carry_drop=1.0)
+    responses = [ex for ex in examples if "[Critique 1]" not in ex.prompt]
+    dropped = [ex for ex in responses if re.search(r"(\d+) \+ ([89]) = (\d+)\.", ex.target) and any(
+        int(x) % 10 + int(y) >= 10 and int(z) == int(x) + int(y) - 10
+        for x, y, z in re.findall(r"(\d+) \+ ([89]) = (\d+)\.", ex.target))]
+    assert sum(not ex.untaught for ex in dropped) > 100  # the habit is taught as written (untaught: a slip's)
+    careful, _ = training_examples(400, seed=5, misread_frac=0.0)
+    assert not any(int(x) % 10 + int(y) >= 10 and int(z) == int(x) + int(y) - 10 for ex in careful
+                   if not ex.untaught and "[Critique 1]" not in ex.prompt for x, y, z in re.findall(r"(\d+) \+ ([89]) = (\d+)\.", ex.target))
+    caught = Counter()
+    for ex in examples:
+        m = re.search(r"(\d+) \+ ([89]) = (\d+); add \2, \1 \+ \2 = (\d+); \3 - \4 = (-?10)\. .*Critique (\d) is right",
+                      ex.target)
+        x, y, z1, z2 = (int(v) for v in m.groups()[:4]) if m else (0, 0, 0, 0)
+        if m and {z1, z2} == {x + y, x + y - 10}:  # the walk stops where one critique dropped a carry
+            caught[m[6]] += 1
+            assert int(m[6]) == (1 if z1 == x + y else 2)  # the careful one is chosen
+    assert caught[1] + caught[2] == 0 and caught["1"] > 20 and caught["2"] > 20  # first and second alike
+    card = {"build_args": {"pairs": 400, "seed": 5, "misread_frac": 0.0, "carry_drop": 1.0}}
+    assert trained_problems(card) == {chain_of(p) for p in pairs}

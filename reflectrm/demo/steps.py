@@ -37,6 +37,13 @@ and Critique 2 is chosen. Critiques that differ only in a response's check are d
 check worked afresh; critiques that agree throughout are a tie. Every judgment is exactly verifiable. Pure standard
 library.
 
+A *careless* judge (`careless_slips`, a build's `--carry-drop`) is taught analyses that drop the carry
+when they add 8 or 9 across a ten (`27 + 8 = 25`) with a fixed probability, while its reflections
+check rightly: a habit its greedy decode repeats and a sample sometimes escapes, and one the
+reflection's check of the differing step catches (`Check 25 - 8 = 17, 17 - 27 = -10`). It models a
+judge with a systematic blind spot, the case self-reflection is for; a careful judge learns every
+narrow fact and leaves a reflection nothing to fix.
+
 Kinds (the pair's `subset`): ``steps4``, ``steps5``, ``steps6``, in `RANGES` "narrow" (starts 5..30,
 operands 2..9, every value kept in 1..40: about 550 addition and subtraction facts), "medium" (starts 5..50,
 operands 2..14, values 1..60) or "wide" (starts
@@ -80,6 +87,8 @@ right on 48 of 48 probe pairs: nothing left for reflection to fix); medium: valu
 narrow judge continued a few hundred steps, part way through learning its new facts; wide: about 2,900."""
 DEFAULT_RANGES = RANGES["narrow"]
 SLIPS = (-1, 1, -2, 2, -10, 10)
+CARRY_OPERANDS = (8, 9)
+"""A careless judge's blind spot: it drops the carry when it adds one of these across a ten."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +198,30 @@ def steps_of(chain: Chain, slips: dict[int, int] | None = None,
         out.append(Eq(i + 1, value, op, b, z))
         value = z
     return out
+
+
+def blind_spot(x: int, op: str, y: int) -> bool:
+    """Whether `x op y` is where a careless judge drops the carry: adding 8 or 9 across a ten (27 + 8)."""
+    return op == "+" and y in CARRY_OPERANDS and x % 10 + y >= 10
+
+
+def careless_slips(rng: random.Random, chain: Chain, drop: float) -> dict[int, int]:
+    """The slips of a careless judge working `chain`: at each step that is a blind spot of the value it
+    has reached, it drops the carry (writes a result 10 short) with probability `drop`; later steps
+    continue from what it wrote. Step index -> written result, as `steps_of` takes them."""
+    value, slips = chain.start, {}
+    for i, (op, y) in enumerate(chain.ops):
+        z = apply(value, op, y)
+        if blind_spot(value, op, y) and rng.random() < drop:
+            z -= 10
+            slips[i] = z
+        value = z
+    return slips
+
+
+def drops_a_carry(a: Analysis) -> bool:
+    """Whether an analysis dropped a carry at a blind spot of its own values (the careless judge's habit)."""
+    return any(blind_spot(e.x, e.op, e.y) and e.z == e.x + e.y - 10 for e in a.steps)
 
 
 def step_right(e: Eq, chain: Chain) -> bool:
@@ -413,14 +446,28 @@ class Balance:
         return n % 2 == 0
 
 
+def careless_analysis(rng: random.Random, pair: PreferencePair, drop: float) -> Analysis | None:
+    """A careless judge's analysis that dropped at least one carry (`careless_slips`, drawn again until
+    it does, at most 20 times), or None when the problem has no blind spot on its right path."""
+    chain = chain_of(pair)
+    if not any(blind_spot(e.x, e.op, e.y) for e in steps_of(chain)):
+        return None
+    for _ in range(20):
+        if slips := careless_slips(rng, chain, drop):
+            return analysis(pair, slips=slips)
+    return None
+
+
 def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance, *,
-                       misread_frac: float = 0.5, ranges: Ranges = DEFAULT_RANGES) -> tuple[str, str, str, str]:
+                       misread_frac: float = 0.5, ranges: Ranges = DEFAULT_RANGES,
+                       carry_drop: float = 0.0) -> tuple[str, str, str, str]:
     """(critique 1, critique 2, target output, kind of disagreement).
 
     Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
     went wrong at different steps (the one right at the first difference is chosen), 10 % a right
-    analysis against one that worked a response's check wrong. The chosen critique comes first or second
-    by `balance`, per kind."""
+    analysis against one that worked a response's check wrong. With a `carry_drop`, half the wrong
+    analyses against a right one are a careless judge's (`careless_analysis`) where the problem has a
+    blind spot. The chosen critique comes first or second by `balance`, per kind."""
     right, chain = analysis(pair), chain_of(pair)
     u = rng.random()
     if u < 0.15:
@@ -428,7 +475,8 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
         text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2, chain=chain)
         return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree"
     if u < 0.75:
-        good, (bad, _) = right, wrong_analysis(rng, pair, misread_frac=misread_frac, ranges=ranges)
+        bad = careless_analysis(rng, pair, carry_drop) if carry_drop and rng.random() < 0.5 else None
+        good, bad = right, bad or wrong_analysis(rng, pair, misread_frac=misread_frac, ranges=ranges)[0]
     elif u < 0.90:
         a, i = wrong_analysis(rng, pair, misread_frac=misread_frac, ranges=ranges)
         b, j = wrong_analysis(rng, pair, not_at=i, misread_frac=misread_frac, ranges=ranges)

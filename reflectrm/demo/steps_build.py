@@ -30,6 +30,7 @@ from reflectrm.demo.steps import (
     Balance,
     Ranges,
     analysis,
+    careless_slips,
     chain_of,
     make_pair,
     make_pairs,
@@ -76,16 +77,23 @@ def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]
 
 
 def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
-                      misread_frac: float = 0.5, render: bool = True,
-                      ranges: Ranges = DEFAULT_RANGES) -> tuple[list[StepExample], list[Any]]:
+                      misread_frac: float = 0.5, render: bool = True, ranges: Ranges = DEFAULT_RANGES,
+                      carry_drop: float = 0.0) -> tuple[list[StepExample], list[Any]]:
     """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
 
     A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
     loss (later steps and the checks follow it rightly; a `misread_frac` of them misread a step, as a
     `misread_frac` of the reflections' wrong critiques do): the judge learns to check the responses
     against what it computed, not that exactly one answer is right. `render=False` draws the same
-    pairs without rendering examples (fast: what a benchmark needs to leave the build's problems out)."""
+    pairs without rendering examples (fast: what a benchmark needs to leave the build's problems out).
+
+    A `carry_drop` makes the taught judge careless: its other preference examples drop the carry at
+    each blind spot (`steps.blind_spot`: adding 8 or 9 across a ten) with that probability, taught as
+    written, while every reflection checks rightly. The judge learns a habit that a greedy decode
+    repeats and a sample sometimes escapes: what the reflection's check of one step can find. (Its
+    reflections draw careless critiques, so the pairs drawn depend on it: `trained_problems` passes it.)"""
     rng, balance = random.Random(seed), Balance()
+    careless = random.Random(seed + 1)
     out, pairs = [], []
     for i in range(n_pairs):
         pair = make_pair(rng, kind=KINDS[i % len(KINDS)], index=i, source=SOURCE, ranges=ranges)
@@ -99,10 +107,11 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
             untaught = _quote_spans(target, at) if misread_step else (_result_span(target, at),)
             out.append(StepExample(prompt, target, untaught))
         else:
-            a = analysis(pair)
+            a = analysis(pair, slips=careless_slips(careless, chain_of(pair), carry_drop) if carry_drop else None)
             out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
         if i % refl_every == 0:
-            c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac, ranges=ranges)
+            c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac, ranges=ranges,
+                                                   carry_drop=carry_drop)
             if render:
                 out.append(StepExample(_render(reflection_prompt(pair, c1, c2)), target))
     return (out if render else []), pairs
@@ -140,7 +149,7 @@ def trained_problems(card: dict[str, Any]) -> set[Any]:
         args = stage.get("build_args") or {}
         n, seed = int(args.get("pairs", 16000)), int(args.get("seed", TRAIN_SEED))
         _, pairs = training_examples(n, seed=seed, misread_frac=float(args.get("misread_frac", 0.0)), render=False,
-                                     ranges=ranges_of(stage))
+                                     ranges=ranges_of(stage), carry_drop=float(args.get("carry_drop", 0.0)))
         seen |= {chain_of(p) for p in pairs}
         stage = args.get("prior") or stage.get("prior")
     return seen
@@ -200,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranges", choices=sorted(RANGES), default=DEFAULT_RANGES.name,
                     help="the problems' numbers: narrow (values 1..40, about 550 facts, all learned in a 20-minute "
                          "build), medium (values 1..60, operands 2..14) or wide (values 1..99, about 2,900)")
+    ap.add_argument("--carry-drop", type=share, default=0.0,
+                    help="teach a careless judge: its analyses drop the carry when adding 8 or 9 across a ten with "
+                         "this probability (reflections always check rightly); 0 = a careful judge")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     args = ap.parse_args(argv)
@@ -212,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     started = time.perf_counter()
     examples, _ = training_examples(args.pairs, seed=args.seed, misread_frac=args.misread_frac,
-                                    ranges=RANGES[args.ranges])
+                                    ranges=RANGES[args.ranges], carry_drop=args.carry_drop)
     if args.init:  # a second training stage: same tokenizer, weights from the first stage
         from transformers import AutoTokenizer, Qwen3ForCausalLM
 
