@@ -291,6 +291,7 @@ def test_a_card_names_each_stage_s_ranges_and_the_held_out_pairs_follow_the_last
     (["--pairs", "x"], "'x' is not a whole number of at least 1"),
     (["--misread-frac", "nan"], "'nan' is not a share between 0 and 1"),
     (["--misread-frac", "1.5"], "'1.5' is not a share between 0 and 1"),
+    (["--carry-drop", "-0.1"], "'-0.1' is not a share between 0 and 1"),
     (["--lr", "-1"], "--lr -1.0 must be a positive number"),
     (["--checkpoint-every", "-1"], "must be 0 (never) or more"),
     (["--init", "{tmp}/nowhere"], "is not a built demo judge"),
