@@ -406,3 +406,11 @@ def test_a_careless_build_teaches_the_dropped_carry_and_reflections_that_catch_i
     assert caught[1] + caught[2] == 0 and caught["1"] > 20 and caught["2"] > 20  # first and second alike
     card = {"build_args": {"pairs": 400, "seed": 5, "misread_frac": 0.0, "carry_drop": 1.0}}
     assert trained_problems(card) == {chain_of(p) for p in pairs}
+
+
+def test_drops_a_carry_finds_the_careless_habit_in_an_analysis_and_nothing_else():
+    p = next(p for p in PAIRS if any(steps.blind_spot(e.x, e.op, e.y) for e in steps.steps_of(chain_of(p))))
+    i, e = next((i, e) for i, e in enumerate(steps.steps_of(chain_of(p))) if steps.blind_spot(e.x, e.op, e.y))
+    assert not steps.drops_a_carry(analysis(p))
+    assert steps.drops_a_carry(analysis(p, slips={i: e.z - 10}))
+    assert not steps.drops_a_carry(analysis(p, slips={i: e.z - 1}))  # another slip there is not the habit
