@@ -255,7 +255,6 @@ def run(args: argparse.Namespace) -> int:
     samples = [r for j in two for r in j.rollouts if not r.greedy]
     careless = [i for i, j in enumerate(two) if (a := j.anchor_rollout) is not None
                 and (parsed := parse_analysis(a.analysis or "")) is not None and steps.drops_a_carry(parsed)]
-    anchors = [next(r for r in j.rollouts if r.index == j.anchor) for j in two if j.anchor is not None]
     by_kind = {}
     for kind in sorted({p.subset for p in pairs}):
         idx = [i for i, p in enumerate(pairs) if p.subset == kind]
@@ -282,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
         "greedy_parse_rate": sum(r.parseable for j in greedy for r in j.rollouts) / len(greedy),
         "sample_accuracy": sum(r.prediction == j.pair.label for j in two for r in j.rollouts if not r.greedy)
         / len(samples),
-        "anchor_accuracy": sum(a.prediction == j.pair.label for a, j in zip(anchors, two)) / len(two),
+        "anchor_accuracy": sum((a := j.anchor_rollout) is not None and a.prediction == j.pair.label
+                               for j in two) / len(two),
         "some_sample_right": sum(any(r.prediction == j.pair.label for r in j.rollouts) for j in two) / len(two),
         "seconds": {"greedy": round(t1 - t0), "two_stage": round(t2 - t1), "ablations": round(t3 - t2),
                     "swap_audit": round(t4 - t3)},
