@@ -70,6 +70,13 @@ class TrainJob:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             p = self.progress()
+            if p.finished and self.process is not None:
+                # the status is written before the worker's last words reach the log: let it exit, then read again
+                try:
+                    self.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    return p
+                return self.progress()
             if p.finished or (deadline is not None and time.monotonic() >= deadline):
                 return p
             time.sleep(poll_s)

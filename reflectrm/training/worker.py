@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import threading
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -40,12 +41,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         result = train(spec["data"], model=spec["model"], output_dir=files.root, config=config,
                        resume=args.resume, stop=stop)
-    except Exception as exc:  # recorded for the watcher, then reported on the log
+    except Exception as exc:  # reported on the log, then recorded for the watcher
+        traceback.print_exc()  # first: a watcher that sees `failed` must find the traceback already in the log
+        sys.stderr.flush()
         status = files.read_status()
         if status.get("state") != "failed":  # a failure before train() started recording
             files.update_status(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
                                 finished_unix=time.time())
-        traceback.print_exc()
         return 1
     logging.getLogger(__name__).info("run %s: %s at step %d", files.root, result.state, result.step)
     return 0
