@@ -1,6 +1,7 @@
 """Retraining proof on the demo judge: GRPO on built data, then on human corrections (issue 5).
 
     python bench/retrain.py [--minutes 15] [--corrections-minutes 6] [--out bench_out/retrain] [--quick]
+                            [--corrections-on retrained|start]
 
 Part 1, the paper's recipe: roll the demo judge out (N = 8, T = 1.0) on held-in synthetic pairs,
 build preference and reflection data (4:1), train with GRPO for at most --minutes on the CPU (the rate
@@ -20,7 +21,8 @@ judge a pool of such pairs on untrained problems, let a "human" correct the wron
 store (the verdict, plus marks on analyses whose arithmetic is right or wrong), export the store's
 derived preference examples and reflection pairs, retrain on them (with a replay of part 1's data),
 and measure the corrected pairs themselves, fresh pairs on the corrected problems, and all held-out
-pairs again.
+pairs again. `--corrections-on start` corrects the starting judge instead (part 1 then builds its data,
+the replay, and trains nothing): a user's first loop, on a judge that still makes mistakes to correct.
 
 Every figure is printed; the last line is one JSON object with all of them (also written to
 OUT/results.json).
@@ -261,11 +263,13 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     snapshot = write_snapshot(built, out / "data", name="bench")
     print(f"  data: {len(held_in)} held-in pairs rolled out in {time.perf_counter() - started:.0f}s -> "
           f"{snapshot.rows} examples {asdict(built.report)}")
+    data = {"snapshot": str(snapshot.path), "held_in_pairs": len(held_in), **asdict(built.report)}
+    if args.corrections_on == "start":  # part 1's data is part 2's replay; the judge corrected is the one given
+        return {"data": data, "before": before, **({"unseen_before": before_unseen} if unseen else {})}
     run = grpo(snapshot.path, model=args.model, out=out / "run", config=train_config(args, args.minutes))
     after = evaluate(run["final_model"], held_out, label="after GRPO, held-out")
     after_unseen = evaluate(run["final_model"], unseen, label="after GRPO, unseen problems") if unseen else None
-    return {"data": {"snapshot": str(snapshot.path), "held_in_pairs": len(held_in), **asdict(built.report)},
-            "grpo": run, "before": before, "after": after,
+    return {"data": data, "grpo": run, "before": before, "after": after,
             **({"unseen_before": before_unseen, "unseen_after": after_unseen} if unseen else {}),
             "greedy_paired": paired(before["_greedy"], after["_greedy"]),
             "two_stage_paired": paired(before["_two_stage"], after["_two_stage"])}
@@ -273,10 +277,13 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
 
 def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], unseen: list[PreferencePair],
           held_in: list[PreferencePair], first: dict[str, Any]) -> dict[str, Any]:
-    model = first["grpo"]["final_model"]
-    by_kind = first["after"]["greedy_by_kind"]
+    retrained = "grpo" in first
+    model = first["grpo"]["final_model"] if retrained else args.model
+    heldout_before = first["after" if retrained else "before"]
+    by_kind = heldout_before["greedy_by_kind"]
     kind = min(by_kind, key=by_kind.get)
-    print(f"part 2: corrections on the weakest kind after part 1: {kind!r} (greedy by kind {by_kind})")
+    print(f"part 2: corrections on the weakest kind of the {'part-1' if retrained else 'starting'} judge: {kind!r} "
+          f"(greedy by kind {by_kind})")
     # problems nothing so far trained on or measured, so what changes is the corrections' doing
     pool = DOMAIN.other_problems(DOMAIN.make_pairs(args.correction_pairs, seed=SEEDS["corrections"], kinds=(kind,),
                                                    source="bench-corrections"), held_out + held_in + unseen)
@@ -295,8 +302,9 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     tasks = [e.task.value for e in corrections]
     print(f"  {corrected} of {len(pool)} pool judgments were wrong and corrected -> {len(corrections)} examples "
           f"({tasks.count('response')} preference, {tasks.count('analysis')} reflection) + {len(replay)} replayed")
-    before_pool = evaluate(model, wrong_pool, label="part-1 judge, corrected pairs")
-    before_fresh = evaluate(model, fresh, label="part-1 judge, corrected problems reworded")
+    who = "part-1 judge" if retrained else "starting judge"
+    before_pool = evaluate(model, wrong_pool, label=f"{who}, corrected pairs")
+    before_fresh = evaluate(model, fresh, label=f"{who}, corrected problems reworded")
     run = grpo(snapshot.path, model=model, out=out / "run_corrections",
                config=train_config(args, args.corrections_minutes))
     after_pool = evaluate(run["final_model"], wrong_pool, label="after corrections, corrected pairs")
@@ -305,7 +313,8 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     return {"kind": kind, "pool": len(pool), "corrected": corrected, "correction_examples": len(corrections),
             "replayed": len(replay), "grpo": run,
             "corrected_pairs_before": before_pool, "corrected_pairs_after": after_pool,
-            "reworded_before": before_fresh, "reworded_after": after_fresh, "heldout_all_after": after_all,
+            "reworded_before": before_fresh, "reworded_after": after_fresh,
+            "heldout_all_before": heldout_before, "heldout_all_after": after_all,
             "reworded_greedy_paired": paired(before_fresh["_greedy"], after_fresh["_greedy"])}
 
 
@@ -368,6 +377,9 @@ def main() -> int:
                     help="bf16 autocast over fp32 weights (default: on when the CPU has AMX or AVX512-BF16)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the proof's budget: 2 CPU cores)")
     ap.add_argument("--skip-corrections", action="store_true")
+    ap.add_argument("--corrections-on", default="retrained", choices=("retrained", "start"),
+                    help="the judge part 2 corrects: part 1's retrained judge, or the starting one (part 1 then "
+                         "builds its data, the corrections' replay, without training on it)")
     ap.add_argument("--eval-backend", default="transformers", choices=("transformers", "vllm"),
                     help="the engine of every measurement and rollout (vllm: the `vllm` extra, much faster here)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole script")
@@ -377,6 +389,8 @@ def main() -> int:
     global DOMAIN, MAX_TOKENS
     DOMAIN = domain_of(args.model)
     MAX_TOKENS = output_tokens(DOMAIN)
+    if args.skip_corrections and args.corrections_on == "start":
+        ap.error("--corrections-on start with --skip-corrections would train nothing: drop one of them")
     if args.replay < 0:
         ap.error(f"--replay must be >= 0 (part 1's examples per correction example), got {args.replay}")
     CACHE["on"] = args.cache
@@ -411,21 +425,25 @@ def interval(before: list[bool], after: list[bool]) -> dict[str, float]:
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
     p1 = results["part1"]
-    figures = {
-        "greedy_before": p1["before"]["greedy"], "greedy_after": p1["after"]["greedy"],
-        "greedy_gain_points": round(100 * (p1["after"]["greedy"] - p1["before"]["greedy"]), 1),
-        "two_stage_before": p1["before"]["two_stage"], "two_stage_after": p1["after"]["two_stage"],
-        "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
-        "reflection_picks_right_after": p1["after"]["reflection_picks_right"],
-        "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
-        "two_stage_gain": interval(p1["before"]["_two_stage"], p1["after"]["_two_stage"]),
-        "greedy_gain": interval(p1["before"]["_greedy"], p1["after"]["_greedy"]),
-    }
+    figures: dict[str, Any] = {"greedy_before": p1["before"]["greedy"], "two_stage_before": p1["before"]["two_stage"]}
+    if "after" in p1:
+        figures |= {
+            "greedy_after": p1["after"]["greedy"],
+            "greedy_gain_points": round(100 * (p1["after"]["greedy"] - p1["before"]["greedy"]), 1),
+            "two_stage_after": p1["after"]["two_stage"],
+            "two_stage_above_greedy_after": p1["after"]["two_stage"] > p1["after"]["greedy"],
+            "reflection_picks_right_after": p1["after"]["reflection_picks_right"],
+            "grpo_steps": p1["grpo"]["steps"], "grpo_s": p1["grpo"]["train_s"],
+            "two_stage_gain": interval(p1["before"]["_two_stage"], p1["after"]["_two_stage"]),
+            "greedy_gain": interval(p1["before"]["_greedy"], p1["after"]["_greedy"]),
+        }
     if "unseen_before" in p1:
         figures.update({
-            "unseen_greedy_before": p1["unseen_before"]["greedy"], "unseen_greedy_after": p1["unseen_after"]["greedy"],
-            "unseen_two_stage_before": p1["unseen_before"]["two_stage"],
-            "unseen_two_stage_after": p1["unseen_after"]["two_stage"]})
+            "unseen_greedy_before": p1["unseen_before"]["greedy"],
+            "unseen_two_stage_before": p1["unseen_before"]["two_stage"]})
+    if "unseen_after" in p1:
+        figures.update({"unseen_greedy_after": p1["unseen_after"]["greedy"],
+                        "unseen_two_stage_after": p1["unseen_after"]["two_stage"]})
     if "part2" in results:
         p2 = results["part2"]
         figures.update({
@@ -436,6 +454,14 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
             "corrected_pairs_two_stage_after": p2["corrected_pairs_after"]["two_stage"],
             "reworded_greedy_before": p2["reworded_before"]["greedy"], "reworded_greedy_after": p2["reworded_after"]["greedy"],
             "heldout_greedy_after_corrections": p2["heldout_all_after"]["greedy"],
+            "corrected_pairs_greedy_gain": interval(p2["corrected_pairs_before"]["_greedy"],
+                                                    p2["corrected_pairs_after"]["_greedy"]),
+            "reworded_greedy_gain": interval(p2["reworded_before"]["_greedy"], p2["reworded_after"]["_greedy"]),
+            "reworded_two_stage_gain": interval(p2["reworded_before"]["_two_stage"],
+                                                p2["reworded_after"]["_two_stage"]),
+            "heldout_greedy_change": interval(p2["heldout_all_before"]["_greedy"], p2["heldout_all_after"]["_greedy"]),
+            "heldout_two_stage_change": interval(p2["heldout_all_before"]["_two_stage"],
+                                                 p2["heldout_all_after"]["_two_stage"]),
         })
     return figures
 

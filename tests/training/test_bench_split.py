@@ -100,3 +100,34 @@ def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_
             bench.main(["--model", str(tmp_path), *extra])
         assert exc.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
     assert (tmp_path / "a-file").read_text() == "keep"
+
+
+def test_corrections_on_the_starting_judge_report_each_change_with_its_interval():
+    bench = load_bench("retrain")
+
+    def ev(right: list[bool]) -> dict:
+        share = sum(right) / len(right)
+        return {"greedy": share, "two_stage": share, "_greedy": right, "_two_stage": right}
+
+    before, after = ev([True] * 8 + [False] * 2), ev([True] * 9 + [False])
+    pool_before, pool_after = ev([False] * 4), ev([True, True, False, True])
+    part2 = {"kind": "steps6", "corrected": 4,
+             "corrected_pairs_before": pool_before, "corrected_pairs_after": pool_after,
+             "reworded_before": pool_before, "reworded_after": pool_after,
+             "heldout_all_before": before, "heldout_all_after": after}
+    figures = bench.summary({"part1": {"before": before}, "part2": part2})  # part 1 built data, trained nothing
+    assert "greedy_after" not in figures and figures["greedy_before"] == 0.8
+    gain = figures["corrected_pairs_greedy_gain"]
+    assert gain["diff"] == 0.75 and gain["fixed"] == 3
+    change = figures["heldout_greedy_change"]
+    assert round(change["diff"], 6) == 0.1 and change["lo"] <= 0.1 <= change["hi"] and change["mcnemar_p"] == 1.0
+
+
+def test_corrections_on_the_starting_judge_with_nothing_to_correct_is_refused(monkeypatch, capsys):
+    import sys
+
+    bench = load_bench("retrain")
+    monkeypatch.setattr(sys, "argv", ["retrain.py", "--corrections-on", "start", "--skip-corrections"])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2 and "would train nothing" in capsys.readouterr().err
