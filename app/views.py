@@ -143,7 +143,9 @@ def anchor_reason(j: Judgment) -> str:
     """Why the anchor is the anchor: its confidence against the others (Eq. 6)."""
     if j.anchor is None:
         return "none (this strategy uses no anchor)" if j.verdict is not None else "none (no parseable output)"
-    anchor = next(r for r in j.rollouts if r.index == j.anchor and not r.greedy)
+    anchor = j.anchor_rollout
+    if anchor is None:  # a record from elsewhere (an import, an edited database) can name a sample it lacks
+        return f"#{j.anchor}: not among this judgment's samples (the record is inconsistent; re-judge the pair)"
     others = sorted(((r.confidence, r.index) for r in j.rollouts
                      if r.parseable and not r.greedy and r.index != j.anchor), key=lambda t: (-t[0], t[1]))
     how = "drawn at random (random-anchor ablation)" if j.strategy == "random-anchor" else "highest confidence"

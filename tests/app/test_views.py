@@ -157,6 +157,21 @@ def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:
                                 "tied with #1, #3 at the same confidence: the earliest sample wins a tie (Eq. 6)")
 
 
+def test_anchor_reason_of_a_record_naming_a_sample_it_lacks_says_so() -> None:
+    from reflectrm.core.types import Judgment, ParseStatus, Rollout
+
+    from reflectrm_app.records import JudgeResult
+    from reflectrm_app.views import anatomy_html, anchor_reason
+
+    rollouts = tuple(Rollout(index=k, text="t", analysis="a", prediction=1, status=ParseStatus.OK, confidence=-0.1,
+                             num_tokens=3) for k in range(2))
+    j = Judgment.from_dict(Judgment(pair=PreferencePair.from_query("q", "a", "b"), strategy="reflectrm",
+                                    rollouts=rollouts, verdict=1, anchor=9).to_dict())  # as an import reads it
+    assert anchor_reason(j) == "#9: not among this judgment's samples (the record is inconsistent; re-judge the pair)"
+    html = anatomy_html(JudgeResult(judgment_id=1, judgment=j))  # the Judge tab renders it rather than failing
+    assert "not among this judgment" in html and html.count('data-testid="analysis-card"') == 2
+
+
 # --- train --------------------------------------------------------------------------------------------------------
 
 
