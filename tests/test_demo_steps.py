@@ -298,6 +298,9 @@ def test_a_card_names_each_stage_s_ranges_and_the_held_out_pairs_follow_the_last
     (["--out", "{shipped}"], "is the shipped judge"),
     (["--out", "{tmp}/a-file"], "is a file: pass a folder"),
     (["--out", "{tmp}/a-file/model"], "is a file, so the folder cannot be created"),
+    (["--recipe", "careless", "--steps", "5"], "--recipe careless sets --steps itself: drop it"),
+    (["--recipe", "careless", "--lr=1", "--init", "{tmp}"], "sets --init, --lr itself: drop them"),
+    (["--recipe", "careless", "--out", "{tmp}/a"], "writes a-stage1 beside --out: --out {tmp}/a-stage1 is a file"),
 ])
 def test_a_build_refuses_bad_arguments_in_one_line_before_any_work(tmp_path, capsys, argv, message):
     """A build takes up to an hour: what cannot work is refused first (exit 2, one line), nothing written."""
@@ -305,7 +308,9 @@ def test_a_build_refuses_bad_arguments_in_one_line_before_any_work(tmp_path, cap
     from reflectrm.demo.steps_build import main
 
     (tmp_path / "a-file").write_text("keep")
+    (tmp_path / "a-stage1").write_text("keep")  # where a recipe's first stage would go
     argv = [a.format(tmp=tmp_path, shipped=DEMO_MODEL_DIR) for a in argv]
+    message = message.format(tmp=tmp_path)
     out = tmp_path / "out"
     full = argv if "--out" in argv else ["--out", str(out), *argv]
     shipped_before = sorted((p.name, p.stat().st_mtime_ns) for p in DEMO_MODEL_DIR.iterdir())
@@ -414,3 +419,23 @@ def test_drops_a_carry_finds_the_careless_habit_in_an_analysis_and_nothing_else(
     assert not steps.drops_a_carry(analysis(p))
     assert steps.drops_a_carry(analysis(p, slips={i: e.z - 10}))
     assert not steps.drops_a_carry(analysis(p, slips={i: e.z - 1}))  # another slip there is not the habit
+
+
+def test_a_recipe_builds_its_stages_in_one_command_each_continuing_the_last(tmp_path, monkeypatch):
+    from reflectrm.demo import read_card, steps_build
+
+    monkeypatch.setitem(steps_build.RECIPES, "tiny", (
+        {"steps": 2, "lr": 1e-3, "seed": 11, "pairs": 24},
+        {"steps": 1, "lr": 1e-3, "seed": 12, "pairs": 24, "carry_drop": 0.5},
+    ))
+    out = tmp_path / "judge"
+    assert steps_build.main(["--out", str(out), "--recipe", "tiny"]) == 0
+    first, last = read_card(tmp_path / "judge-stage1"), read_card(out)
+    assert first["build_args"]["recipe"] == "tiny 1/2" and first["build_args"]["init"] is None
+    expected = {"recipe": "tiny 2/2", "init": str(tmp_path / "judge-stage1"), "carry_drop": 0.5, "misread_frac": 0.0,
+                "seed": 12, "steps": 1}
+    assert {k: last["build_args"][k] for k in expected} == expected
+    assert last["build_args"]["prior"]["build_args"]["seed"] == 11
+    # held-out pairs leave out both stages' problems
+    stage_problems = [steps_build.trained_problems(c) for c in (first, last)]
+    assert stage_problems[0] < stage_problems[1] and len(stage_problems[1]) > len(stage_problems[0])

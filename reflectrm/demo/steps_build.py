@@ -1,11 +1,17 @@
 """Build a demo judge on the multi-step domain (`reflectrm.demo.steps`), with build.py's machinery.
 
-    python -m reflectrm.demo.steps_build --out DIR [--steps N] [--minutes M]
+    python -m reflectrm.demo.steps_build --out DIR [--steps N] [--lr X] [--carry-drop P] [--init DIR]
+    python -m reflectrm.demo.steps_build --out DIR --recipe careless
 
-Same tokenizer (every integer below 1000 one token), the same 3.5 M-parameter Qwen3 and the same
-training loop as `reflectrm.demo.build`; only the data differ: running sums of 2-3 steps, and
+Same tokenizer (every integer below 1000 one token), the same 3.8 M-parameter Qwen3 and the same
+training loop as `reflectrm.demo.build`; only the data differ: running sums of 4-6 steps, and
 reflections that check the first equation where two critiques differ by its inverse. Writes the
 model, tokenizer and `demo_card.json` (build arguments, time, the training problems' seed) to --out.
+
+`--recipe careless` runs the stages of the careless judge on which reflection measurably helps (the
+README's demo section): a careful judge first, then the careless habit. Each stage but the last is
+kept beside --out as DIR-stageK (a stopped recipe continues from one with --init); the last stage's
+card names every stage before it. About 90 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import logging
 import math
 import random
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -117,6 +124,43 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
     return (out if render else []), pairs
 
 
+RECIPES: dict[str, tuple[dict[str, Any], ...]] = {
+    # c2 of the README: 1750 + 1000 careful steps (its first stage was built on an earlier walk format), then
+    # 400 steps that teach dropping the carry at a rate of 0.65 and 300 at 0.7 (a teacher-forced rate of 0.45 results)
+    "careless": (
+        {"steps": 1750, "lr": 3e-3, "seed": 1234},
+        {"steps": 1000, "lr": 2e-3, "seed": 1235},
+        {"steps": 400, "lr": 1e-3, "seed": 1250, "carry_drop": 0.65},
+        {"steps": 300, "lr": 2e-3, "seed": 1251, "carry_drop": 0.7},
+    ),
+}
+"""Named multi-stage builds: each stage's flags (the rest: --misread-frac 0, narrow ranges, batch 16), each
+stage after the first continuing the one before it."""
+RECIPE_FLAGS = frozenset({"--out", "--recipe", "--checkpoint-every"})
+"""What a recipe leaves to its caller; every other flag is the recipe's."""
+
+
+def recipe_folders(name: str, out: Path) -> list[Path]:
+    """Where each stage of RECIPES[name] writes its model: OUT-stageK, the last one OUT."""
+    n = len(RECIPES[name])
+    return [out.parent / f"{out.name}-stage{k}" for k in range(1, n)] + [out]
+
+
+def run_recipe(name: str, out: Path, *, checkpoint_every: int = 0) -> int:
+    """Build `out` by the stages of RECIPES[name], each continuing the one before."""
+    stages = RECIPES[name]
+    init: Path | None = None
+    for k, (stage, where) in enumerate(zip(stages, recipe_folders(name, out)), start=1):
+        argv = ["--out", str(where), "--misread-frac", "0", "--checkpoint-every", str(checkpoint_every),
+                *(["--init", str(init)] if init else [])]
+        for flag, value in stage.items():
+            argv += [f"--{flag.replace('_', '-')}", str(value)]
+        log.info("recipe %s, stage %d of %d: %s", name, k, len(stages), " ".join(argv))
+        main(argv, recipe=f"{name} {k}/{len(stages)}")
+        init = where
+    return 0
+
+
 MAX_HELDOUT_PAIRS = 100_000
 """Held-out pairs are drawn from a stream 4x as long; far above what a CPU judges in a day."""
 
@@ -194,7 +238,7 @@ def _unusable(args: argparse.Namespace) -> str | None:
     return writable_folder(args.out)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="where to write the model (never the shipped one)")
     ap.add_argument("--steps", type=counting, default=1800, help="optimizer steps")
@@ -214,11 +258,26 @@ def main(argv: list[str] | None = None) -> int:
                          "this probability (reflections always check rightly); 0 = a careful judge")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
+    ap.add_argument("--recipe", choices=sorted(RECIPES),
+                    help="run a named multi-stage build (careless: the README's judge on which reflection helps, "
+                         "about 90 minutes on 2 CPU cores); takes only --out and --checkpoint-every")
     args = ap.parse_args(argv)
+    if args.recipe:
+        given = sys.argv[1:] if argv is None else argv
+        other = sorted({a.split("=", 1)[0] for a in given if a.startswith("--")} - RECIPE_FLAGS)
+        if other:
+            them = "it" if len(other) == 1 else "them"
+            ap.error(f"--recipe {args.recipe} sets {', '.join(other)} itself: drop {them}")
+        for where in recipe_folders(args.recipe, args.out)[:-1]:  # the last is --out, checked below
+            if problem := writable_folder(where):
+                ap.error(f"a stage of --recipe {args.recipe} writes {where.name} beside --out: {problem}")
     problem = _unusable(args)
     if problem:  # before the build: a path that cannot be used must not cost an hour of training
         ap.error(problem)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.recipe:
+        return run_recipe(args.recipe, args.out, checkpoint_every=args.checkpoint_every)
+    args.recipe = recipe  # the stage of a recipe this build is, on its card
     import torch
 
     torch.manual_seed(args.seed)
