@@ -310,11 +310,15 @@ def part2(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     after_pool = evaluate(run["final_model"], wrong_pool, label="after corrections, corrected pairs")
     after_fresh = evaluate(run["final_model"], fresh, label="after corrections, corrected problems reworded")
     after_all = evaluate(run["final_model"], held_out, label="after corrections, held-out (all)")
+    # the replay rewords the held-out problems: problems no example asks show what the corrections did alone
+    unseen_before = first.get("unseen_after" if retrained else "unseen_before")
+    after_unseen = evaluate(run["final_model"], unseen, label="after corrections, unseen problems") if unseen else None
     return {"kind": kind, "pool": len(pool), "corrected": corrected, "correction_examples": len(corrections),
             "replayed": len(replay), "grpo": run,
             "corrected_pairs_before": before_pool, "corrected_pairs_after": after_pool,
             "reworded_before": before_fresh, "reworded_after": after_fresh,
             "heldout_all_before": heldout_before, "heldout_all_after": after_all,
+            **({"unseen_before": unseen_before, "unseen_after": after_unseen} if unseen else {}),
             "reworded_greedy_paired": paired(before_fresh["_greedy"], after_fresh["_greedy"])}
 
 
@@ -463,6 +467,12 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
             "heldout_two_stage_change": interval(p2["heldout_all_before"]["_two_stage"],
                                                  p2["heldout_all_after"]["_two_stage"]),
         })
+        if "unseen_after" in p2:
+            figures.update({
+                "unseen_greedy_change_after_corrections": interval(p2["unseen_before"]["_greedy"],
+                                                                   p2["unseen_after"]["_greedy"]),
+                "unseen_two_stage_change_after_corrections": interval(p2["unseen_before"]["_two_stage"],
+                                                                      p2["unseen_after"]["_two_stage"])})
     return figures
 
 
