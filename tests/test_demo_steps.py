@@ -300,6 +300,7 @@ def test_a_card_names_each_stage_s_ranges_and_the_held_out_pairs_follow_the_last
     (["--out", "{tmp}/a-file/model"], "is a file, so the folder cannot be created"),
     (["--recipe", "careless", "--steps", "5"], "--recipe careless sets --steps itself: drop it"),
     (["--recipe", "careless", "--lr=1", "--init", "{tmp}"], "sets --init, --lr itself: drop them"),
+    (["--rec", "careless", "--carry", "0.5"], "--recipe careless sets --carry-drop itself: drop it"),
     (["--recipe", "careless", "--out", "{tmp}/a"], "writes a-stage1 beside --out: --out {tmp}/a-stage1 is a file"),
 ])
 def test_a_build_refuses_bad_arguments_in_one_line_before_any_work(tmp_path, capsys, argv, message):

@@ -263,8 +263,10 @@ def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
                          "about 90 minutes on 2 CPU cores); takes only --out and --checkpoint-every")
     args = ap.parse_args(argv)
     if args.recipe:
-        given = sys.argv[1:] if argv is None else argv
-        other = sorted({a.split("=", 1)[0] for a in given if a.startswith("--")} - RECIPE_FLAGS)
+        given = [a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv) if a.startswith("--")]
+        known = list(ap._option_string_actions)  # argparse accepts unique prefixes (--rec): name each flag in full
+        full = {g: next((o for o in known if o == g), None) or next(o for o in known if o.startswith(g)) for g in given}
+        other = sorted(set(full.values()) - RECIPE_FLAGS)
         if other:
             them = "it" if len(other) == 1 else "them"
             ap.error(f"--recipe {args.recipe} sets {', '.join(other)} itself: drop {them}")
