@@ -11,7 +11,8 @@ model, tokenizer and `demo_card.json` (build arguments, time, the training probl
 `--recipe careless` runs the stages of the careless judge on which reflection measurably helps (the
 README's demo section): a careful judge first, then the careless habit. Each stage but the last is
 kept beside --out as DIR-stageK (a stopped recipe continues from one with --init); the last stage's
-card names every stage before it. About 90 minutes on 2 CPU cores.
+card names every stage before it. About 2 hours on 2 CPU cores. It does not reproduce the README's c2:
+c2's first stage was trained on an earlier walk format, and a run of this recipe (r1) never learned to reflect.
 """
 
 from __future__ import annotations
@@ -259,8 +260,8 @@ def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     ap.add_argument("--recipe", choices=sorted(RECIPES),
-                    help="run a named multi-stage build (careless: the README's judge on which reflection helps, "
-                         "about 90 minutes on 2 CPU cores); takes only --out and --checkpoint-every")
+                    help="run a named multi-stage build (careless: the stages of the README's c2, about 2 hours on "
+                         "2 CPU cores; see the README for what it gives); takes only --out and --checkpoint-every")
     args = ap.parse_args(argv)
     if args.recipe:
         given = [a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv) if a.startswith("--")]
