@@ -11,8 +11,8 @@ import argparse
 import logging
 import os
 import signal
-import threading
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
