@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class TrainJob:
 
     run_dir: Path
     process: subprocess.Popen[bytes] | None = None
+    _waited_for_exit: bool = field(default=False, repr=False)  # once only: a worker that hangs after its outcome
 
     def _reap(self) -> None:
         if self.process is not None:
@@ -53,7 +54,17 @@ class TrainJob:
 
     def progress(self, *, completions: int = 16) -> RunProgress:
         self._reap()
-        return read_progress(self.run_dir, completions=completions)
+        p = read_progress(self.run_dir, completions=completions)
+        if p.finished and self.process is not None and self.process.returncode is None and not self._waited_for_exit:
+            # the worker records its outcome before its last words (a traceback) reach the log:
+            # let the process this handle started exit, then read again
+            self._waited_for_exit = True
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                return p
+            p = read_progress(self.run_dir, completions=completions)
+        return p
 
     @property
     def alive(self) -> bool:
@@ -70,13 +81,6 @@ class TrainJob:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             p = self.progress()
-            if p.finished and self.process is not None:
-                # the status is written before the worker's last words reach the log: let it exit, then read again
-                try:
-                    self.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    return p
-                return self.progress()
             if p.finished or (deadline is not None and time.monotonic() >= deadline):
                 return p
             time.sleep(poll_s)

@@ -133,6 +133,21 @@ def test_cancelling_a_run_whose_process_is_gone_marks_it_cancelled(tmp_path):
     assert files.cancel.exists() and files.read_status()["state"] == "cancelled"
 
 
+def test_a_job_reads_a_failed_run_only_after_its_worker_has_written_its_last_words(tmp_path):
+    # the worker records `failed` first and prints the traceback after: the handle that started it waits for its exit
+    files = write_run(tmp_path / "r", state="starting")
+    script = ("import sys, time; from pathlib import Path; from reflectrm.training.runs import RunFiles; "
+              f"RunFiles(Path({str(files.root)!r})).update_status(state='failed', error='boom'); "
+              "time.sleep(1); print('Traceback (most recent call last): boom', flush=True)")
+    with files.log.open("ab") as log:
+        process = subprocess.Popen([sys.executable, "-c", script], stdout=log, stderr=subprocess.STDOUT)
+    job = jobs.TrainJob(files.root, process)
+    deadline = time.monotonic() + 60
+    while not (p := job.progress()).finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.state == "failed" and "Traceback" in p.log_tail and process.returncode == 0
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
