@@ -88,3 +88,21 @@ def test_unknown_model_is_one_line_exit_2():
     result = run_cli("judge", *PAIR, "--model", "/nowhere/model")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("error: model path '/nowhere/model' does not exist")
+
+
+def test_every_command_help_reads_cleanly():
+    # argparse formats argument help with %, not a command's description: an escaped %% there shows as typed
+    from reflectrm_app.cli import build_parser
+
+    def commands(parser, path=()):
+        for action in parser._actions:
+            if isinstance(action.choices, dict) and all(hasattr(c, "format_help") for c in action.choices.values()):
+                for name, sub in action.choices.items():
+                    yield (*path, name), sub
+                    yield from commands(sub, (*path, name))
+
+    found = dict(commands(build_parser()))
+    assert {("judge",), ("eval",), ("app",), ("train",), ("serve",)} <= set(found)
+    for name, sub in found.items():
+        text = sub.format_help()
+        assert "%%" not in text and "%(" not in text, " ".join(name)
