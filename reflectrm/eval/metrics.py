@@ -16,7 +16,7 @@ BOOTSTRAP_RESAMPLES = 2000
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """A mean with its 95 % percentile-bootstrap interval over `n` units."""
+    """A mean with its 95 % interval over `n` units (percentile bootstrap; exact binomial at the edges)."""
 
     value: float
     low: float
@@ -33,13 +33,30 @@ def mean(values: Sequence[float]) -> float:
 
 def bootstrap(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
               level: float = 0.95) -> Estimate:
-    """The mean of `values` (e.g. 1.0 correct / 0.0 wrong) with a percentile bootstrap interval."""
+    """The mean of `values` (e.g. 1.0 correct / 0.0 wrong) with a percentile bootstrap interval.
+
+    All right (or all wrong) the bootstrap has no width, as if 20 of 20 proved 100 %: such a sample
+    gets the exact (Clopper-Pearson) binomial interval instead, [0.83, 1.0] for 20 of 20.
+    """
     n = len(values)
     if n == 0:
         return Estimate(math.nan, math.nan, math.nan, 0)
+    if values[0] in (0.0, 1.0) and all(v == values[0] for v in values):
+        edge = exact_edge(n, level)
+        return Estimate(float(values[0]), *((0.0, edge) if values[0] == 0.0 else (1.0 - edge, 1.0)), n)
+    return _percentile_bootstrap(values, resamples=resamples, seed=seed, level=level)
+
+
+def _percentile_bootstrap(values: Sequence[float], *, resamples: int, seed: int, level: float) -> Estimate:
+    n = len(values)
     rng = random.Random(seed)
     means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
     return Estimate(mean(values), *_percentiles(means, level), n)
+
+
+def exact_edge(n: int, level: float = 0.95) -> float:
+    """The Clopper-Pearson upper bound on a rate seen 0 times in `n`: 1 - ((1 - level) / 2) ** (1 / n)."""
+    return 1.0 - ((1.0 - level) / 2) ** (1.0 / n)
 
 
 def _percentiles(sorted_values: Sequence[float], level: float) -> tuple[float, float]:
@@ -53,7 +70,16 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int =
     """mean(b) - mean(a) over the same items, with an interval from resampling items (pairs kept together)."""
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
-    return bootstrap([y - x for x, y in zip(a, b)], resamples=resamples, seed=seed, level=level)
+    diffs = [y - x for x, y in zip(a, b)]
+    if diffs and all(d == diffs[0] for d in diffs) and all(v in (0.0, 1.0) for v in (*a, *b)):
+        # every item moved alike (most often: none moved), where the bootstrap claims an exact difference:
+        # the share of items that could move the other way (or at all) is bounded exactly instead
+        edge, d = exact_edge(len(diffs), level), diffs[0]
+        low, high = {0.0: (-edge, edge), 1.0: (1.0 - edge, 1.0), -1.0: (-1.0, edge - 1.0)}[d]
+        return Estimate(d, low, high, len(diffs))
+    if not diffs:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    return _percentile_bootstrap(diffs, resamples=resamples, seed=seed, level=level)
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:

@@ -25,8 +25,14 @@ def test_mcnemar_exact_matches_the_binomial_tail(only_a: int, only_b: int, p: fl
     assert mcnemar_exact(only_b, only_a) == pytest.approx(p)  # symmetric
 
 
-def test_bootstrap_of_a_constant_has_no_width_and_of_a_mixture_brackets_the_mean() -> None:
-    assert bootstrap([1.0] * 20).to_dict() == {"value": 1.0, "low": 1.0, "high": 1.0, "n": 20}
+def test_all_right_or_all_wrong_gets_the_exact_binomial_interval_and_a_mixture_brackets_the_mean() -> None:
+    # Clopper-Pearson at k = n: the lower bound p solves p**n = 0.025; at k = 0: (1 - p)**n = 0.025
+    est = bootstrap([1.0] * 20)
+    assert (est.value, est.high, est.n) == (1.0, 1.0, 20) and est.low == pytest.approx(0.025 ** (1 / 20))
+    assert 0.83 < est.low < 0.832  # not [1.0, 1.0]: 20 of 20 does not prove 100 %
+    est = bootstrap([0.0] * 3)
+    assert (est.value, est.low) == (0.0, 0.0) and est.high == pytest.approx(1 - 0.025 ** (1 / 3))
+    assert bootstrap([0.5] * 4).to_dict() == {"value": 0.5, "low": 0.5, "high": 0.5, "n": 4}  # not a proportion
     est = bootstrap([1.0] * 60 + [0.0] * 40, seed=3)
     assert est.value == 0.6 and est.low < 0.6 < est.high
     # a binomial 95 % interval at n=100, p=0.6 is about +-0.096
@@ -41,6 +47,17 @@ def test_paired_bootstrap_measures_b_minus_a_on_the_same_items() -> None:
     assert est.value == pytest.approx(0.25) and est.low > 0
     with pytest.raises(ValueError, match="differ in length"):
         paired_bootstrap([1.0], [1.0, 0.0])
+
+
+def test_a_paired_difference_where_every_item_moved_alike_is_bounded_exactly() -> None:
+    same = paired_bootstrap([1.0, 0.0] * 10, [1.0, 0.0] * 10)  # no item differs: not "exactly 0"
+    edge = 1 - 0.025 ** (1 / 20)
+    assert same.value == 0.0 and same.low == pytest.approx(-edge) and same.high == pytest.approx(edge)
+    up, down = paired_bootstrap([0.0] * 5, [1.0] * 5), paired_bootstrap([1.0] * 5, [0.0] * 5)
+    assert (up.value, up.high) == (1.0, 1.0) and up.low == pytest.approx(0.025 ** (1 / 5))
+    assert (down.value, down.low) == (-1.0, -1.0) and down.high == pytest.approx(-(0.025 ** (1 / 5)))
+    assert paired_bootstrap([0.5] * 4, [0.5] * 4).to_dict() == {"value": 0.0, "low": 0.0, "high": 0.0, "n": 4}
+    assert paired_bootstrap([], []).n == 0
 
 
 def test_calibration_buckets_and_ece_by_hand() -> None:
