@@ -85,6 +85,7 @@ class RewardService:
     def judge(self, payload: dict[str, Any]) -> dict[str, Any]:
         from reflectrm.pipeline import judge_many
 
+        _refuse_unknown(payload, JUDGE_FIELDS, "/v1/judge")
         pair = PreferencePair.from_dict(payload)
         [judgment] = self.run(lambda: list(judge_many([pair], self.backend, self.judge_config)))
         self.counters["judgments"] += 1
@@ -130,7 +131,20 @@ def openrlhf_groups(payload: dict[str, Any]) -> Grouped:
     return group_by_prompt(prompts, responses, labels)
 
 
+JUDGE_FIELDS = ("query", "messages", "response_1", "response_2", "label", "tie", "id", "source", "subset")
+REWARDS_FIELDS = ("prompts", "completions", "references")
+
+
+def _refuse_unknown(payload: dict[str, Any], fields: Sequence[str], route: str) -> None:
+    """A field the route does not read is refused, not ignored: {"n": 16} would otherwise judge with the server's n."""
+    unknown = [k for k in payload if k not in fields]
+    if unknown:
+        raise InputError(f"unknown field {unknown[0]!r}: {route} takes {', '.join(fields)}; the judge's settings "
+                         "(--n, --strategy, --seed, ...) are the server's, set by `reflectrm serve`")
+
+
 def _rewards_request(payload: dict[str, Any]) -> tuple[list[Any], list[list[str]], list[str | None] | None]:
+    _refuse_unknown(payload, REWARDS_FIELDS, "/v1/rewards")
     prompts, completions = payload.get("prompts"), payload.get("completions")
     if not isinstance(prompts, list) or not isinstance(completions, list):
         raise InputError('send {"prompts": [...], "completions": [[...] per prompt]}')

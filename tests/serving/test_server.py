@@ -87,6 +87,10 @@ BAD = [
     pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [[str(i) * (i + 1) for i in range(40)]]}, 413,
                  "needs up to 1560 judgments", id="too-many-judgments"),
     pytest.param("/v1/judge", [1, 2], 400, "JSON object", id="not-an-object"),
+    pytest.param("/v1/judge", {"query": "q", "response_1": "a", "response_2": "b", "n": 16}, 400,
+                 "unknown field 'n': /v1/judge takes query, messages", id="judge-setting-not-ignored"),
+    pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", "b"]], "opponent": 1}, 400,
+                 "unknown field 'opponent'", id="rewards-misspelt-field"),
 ]
 
 
