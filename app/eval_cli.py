@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, engine_options
+from reflectrm.cli import add_engine_flags, add_threads_flag, engine_options, threads_option
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS
@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
     p.add_argument("--db", help=DB_HELP)
     p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
+    add_threads_flag(p)
     add_engine_flags(p)
     p.set_defaults(func=cmd_eval)
 
@@ -93,7 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
-    engine = engine_options(args)  # a bad engine flag fails before the data is read or a model loaded
+    engine = {**engine_options(args), **threads_option(args)}  # a bad flag fails before the data is read
     request = request_from_args(args)
     config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
                          reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)

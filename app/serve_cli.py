@@ -15,7 +15,7 @@ import os
 import sys
 
 from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, engine_options
+from reflectrm.cli import add_engine_flags, add_threads_flag, engine_options, threads_option
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import ConfigError
@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                              "position bias no longer cancels)")
     p.add_argument("--max-queue", type=int, default=8, help="requests waiting before 429 (default 8)")
     p.add_argument("--max-judgments", type=int, default=4096, help="judgments one request may cost (default 4096)")
+    add_threads_flag(p)
     add_engine_flags(p)
     p.set_defaults(func=cmd_serve)
 
@@ -64,9 +65,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")
     if args.max_queue < 0 or args.max_judgments < 1:
         raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
+    engine = {**engine_options(args), **threads_option(args)}  # a bad flag fails before the model loads
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open_store(args.db)) if args.db else None
-        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine_options(args))
+        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)
         record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
         service = RewardService(backend, judge_config=judge_config, reward_config=reward_config,
                                 config=ServeConfig(max_queue=args.max_queue, max_judgments=args.max_judgments,

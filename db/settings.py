@@ -71,8 +71,8 @@ class GenerationSettings(BaseModel):
     backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
     device: str = "auto"  # cpu, cuda, cuda:1 ...
     engine: dict[str, Any] = {}  # vllm/openai backend options (`EngineConfig` fields, e.g. {"base_urls": [...]})
-    # torch CPU threads. None: 1 for the bundled demo judge (3.3 M parameters: a second thread barely helps, and
-    # on a busy 2-core machine two threads spin-wait each other into minutes per judgment), torch's default otherwise
+    # torch CPU threads. None: `reflectrm.defaults.default_threads` (1 for the bundled demo judge on a CPU unless
+    # OMP_NUM_THREADS is set: on a busy 2-core machine two threads wait on each other), torch's default otherwise
     cpu_threads: int | None = Field(None, ge=1)
     warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
 
@@ -86,9 +86,9 @@ class GenerationSettings(BaseModel):
 
     def torch_threads(self) -> int | None:
         """The torch CPU thread count to set (None: leave torch's default)."""
-        if self.cpu_threads is not None:
-            return self.cpu_threads
-        return 1 if self.model is None and self.device in ("auto", "cpu") else None
+        from reflectrm.defaults import default_threads
+
+        return self.cpu_threads if self.cpu_threads is not None else default_threads(self.model, self.device)
 
 
 class ServeSettings(BaseModel):

@@ -91,6 +91,7 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the anatomy")
     if open_store is not None:
         p.add_argument("--db", help="also store judgments in this database URL (see `reflectrm db`)")
+    add_threads_flag(p)
     add_engine_flags(p)
     p.set_defaults(func=cmd_judge, open_store=open_store)
 
@@ -104,6 +105,39 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("engines (--backend vllm or openai)")
     add_config_flags(group, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL")},
                      given_only=True)
+
+
+def add_threads_flag(p: argparse.ArgumentParser) -> None:
+    """`--threads N|auto`: torch CPU threads of the transformers backend (`threads_option` reads it)."""
+    p.add_argument("--threads", type=_thread_count, metavar="N|auto",
+                   help="transformers backend: torch CPU threads while generating; auto times one thread against "
+                        "torch's count and keeps the faster (default: 1 for the bundled demo judge on a CPU unless "
+                        "OMP_NUM_THREADS is set, torch's setting otherwise)")
+
+
+def _thread_count(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a thread count: give a number of at least 1, or auto")
+    return count
+
+
+def threads_option(args: argparse.Namespace) -> dict[str, Any]:
+    """`load_backend`'s `threads` for the transformers backend ({} when torch keeps its own setting)."""
+    from reflectrm.defaults import default_threads
+
+    if args.backend != "transformers":
+        if args.threads is not None:
+            raise InputError(f"--threads sets the transformers backend's CPU threads; --backend {args.backend} "
+                             "runs its own: drop --threads")
+        return {}
+    threads = args.threads if args.threads is not None else default_threads(args.model, args.device)
+    return {} if threads is None else {"threads": threads}
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -312,7 +346,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from reflectrm.backends import load_backend
 
     config = config_from_args(args)
-    engine = engine_options(args)  # validated here: a bad engine flag fails before anything loads
+    engine = {**engine_options(args), **threads_option(args)}  # checked here: a bad flag fails before anything loads
     if args.input is None and args.output is not None:
         raise InputError("--output needs --input FILE.jsonl")
     if args.batch_size < 1:

@@ -1,4 +1,4 @@
-"""Where the bundled default model lives: one small module low in the layers, importing nothing.
+"""Where the bundled default model lives, and the CPU threads it runs on: one small module low in the layers.
 
 The backends load it when no model is named, the CLIs and the app show it; none of them needs to
 import `reflectrm.demo` (the demo's task domain, reward plugin and build tool) for a path.
@@ -6,6 +6,7 @@ import `reflectrm.demo` (the demo's task domain, reward plugin and build tool) f
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo" / "model"
@@ -15,3 +16,16 @@ DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo" / "model"
 def default_model(model: str | None) -> str:
     """`model`, or the bundled demo judge's folder when none is named."""
     return model or str(DEMO_MODEL_DIR)
+
+
+def default_threads(model: str | None, device: str = "auto") -> int | None:
+    """torch CPU threads for the transformers backend when none is asked for (None: torch's own setting).
+
+    One for the bundled demo judge on a CPU: at 3.3 M parameters a second thread barely helps, and on a
+    busy 2-core machine two OpenMP threads wait on each other (24 pairs took 78 s on two threads, 33 s on
+    one, beside one busy process). A real model keeps torch's setting, and so does everything when
+    OMP_NUM_THREADS is set: the user chose.
+    """
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
+    return 1 if model is None and device in ("auto", "cpu") else None

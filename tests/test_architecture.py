@@ -22,7 +22,7 @@ HEAVY = ("torch", "transformers", "vllm", "gradio", "sqlalchemy", "trl", "pandas
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.errors",),
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
-    ("reflectrm.defaults",),  # the default model's path, nothing else
+    ("reflectrm.defaults",),  # the default model's path and its CPU thread count, nothing else
     ("reflectrm.backends",),
     ("reflectrm.pipeline", "reflectrm.render", "reflectrm.audit"),  # core meets a backend; rendering; audit figures
     ("reflectrm.training",),  # data recipe, rewards convention, GRPO, run folders
@@ -37,11 +37,12 @@ FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
 DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
-                 "reflectrm.backends.engine",
+                 "reflectrm.backends.engine", "reflectrm.defaults",
                  "reflectrm.eval.scoring")
 """The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
 keeps evaluation items (`reflectrm.eval.scoring`'s types), validates engine options with their config type
-(`reflectrm.backends.engine.EngineConfig`); nothing else (no backend, pipeline or runner)."""
+(`reflectrm.backends.engine.EngineConfig`), and takes the default judge's thread count from `reflectrm.defaults`;
+nothing else (no backend, pipeline or runner)."""
 
 
 def _imports(path: Path, *, package: str = "") -> set[str]:

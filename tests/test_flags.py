@@ -174,3 +174,27 @@ def test_given_only_flags_pass_on_what_was_typed_and_repeat_a_tuple_field():
                                                "dtype": "float32"}
     assert EngineConfig(**given_flags(EngineConfig, args)).base_urls == ("http://a:1/v1", "http://b:2/v1")
     assert "(default: 0.9)" in p.format_help() and "--base-urls" not in p.format_help()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [
+        pytest.param([], None, {"threads": 1}, id="demo-judge-one-thread"),
+        pytest.param([], "2", {}, id="omp-num-threads-is-the-users-choice"),
+        pytest.param(["--model", "/models/judge"], None, {}, id="a-real-model-keeps-torchs-setting"),
+        pytest.param(["--device", "cuda"], None, {}, id="gpu"),
+        pytest.param(["--threads", "3"], "2", {"threads": 3}, id="the-flag-wins"),
+        pytest.param(["--threads", "AUTO", "--model", "m"], None, {"threads": "auto"}, id="auto"),
+        pytest.param(["--backend", "vllm"], None, {}, id="an-engine-runs-its-own"),
+    ],
+)
+def test_the_threads_flag_and_its_default(argv, env, want, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    if env is not None:
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+    p = argparse.ArgumentParser()
+    p.add_argument("--model")
+    p.add_argument("--backend", default="transformers")
+    p.add_argument("--device", default="auto")
+    judge_cli.add_threads_flag(p)
+    assert judge_cli.threads_option(p.parse_args(argv)) == want

@@ -254,6 +254,12 @@ CASES = [
     pytest.param(["app", "--db", "{w}/other.db"], "no store schema", id="app-db-foreign"),
     # --- eval / compare: inputs read and the store checked before the model loads ------------------
     pytest.param(["eval", "--benchmark", "nosuch"], "invalid choice", id="eval-unknown-benchmark"),
+    pytest.param(["eval", "--benchmark", "demo", "--threads", "0"], "not a thread count", id="eval-zero-threads"),
+    pytest.param(["eval", "--benchmark", "demo", "--threads", "2", "--backend", "vllm", "--db", "{w}/store.db"],
+                 "drop --threads", id="eval-threads-for-an-engine"),
+    pytest.param(["judge", *ONE, "--threads", "two"], "not a thread count", id="judge-threads-not-a-number"),
+    pytest.param(["serve", "--threads", "2", "--backend", "openai", "--base-url", "http://127.0.0.1:9"],
+                 "drop --threads", id="serve-threads-for-an-engine"),
     pytest.param(["eval", "--benchmark", "judgebench", "--data", "{w}/missing"], "does not exist",
                  id="eval-data-missing"),
     pytest.param(["eval", "--benchmark", "file", "--data", "{w}/latin1.jsonl", "--db", "{w}/store.db"], "UTF-8",

@@ -140,7 +140,8 @@ def test_bad_auth_does_not_echo_the_password(monkeypatch: pytest.MonkeyPatch) ->
         pytest.param({"device": "cuda"}, None, id="gpu"),
     ],
 )
-def test_torch_threads(fields: dict, threads: int | None) -> None:
+def test_torch_threads(fields: dict, threads: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # set, it is the user's choice: torch's setting stays
     assert load_settings(**fields).generation.torch_threads() == threads
 
 
