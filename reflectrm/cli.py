@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from reflectrm import flags
 from reflectrm.backends import BACKENDS
-from reflectrm.core.config import JudgeConfig
+from reflectrm.core.config import JudgeConfig, counting
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError, ReflectRMError
@@ -119,12 +119,10 @@ def _thread_count(text: str) -> int | str:
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a thread count: give a number of at least 1, or auto")
-    return count
+        return counting(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a thread count: give a number of at least 1, or auto") \
+            from None
 
 
 def threads_option(args: argparse.Namespace) -> dict[str, Any]:
