@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, add_threads_flag, engine_options, threads_option
+from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS
@@ -94,7 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
-    engine = {**engine_options(args), **threads_option(args)}  # a bad flag fails before the data is read
+    engine = backend_options(args)  # a bad flag fails before the data is read or a model loaded
     request = request_from_args(args)
     config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
                          reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)

@@ -15,7 +15,7 @@ import os
 import sys
 
 from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, add_threads_flag, engine_options, threads_option
+from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import ConfigError
@@ -65,7 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")
     if args.max_queue < 0 or args.max_judgments < 1:
         raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
-    engine = {**engine_options(args), **threads_option(args)}  # a bad flag fails before the model loads
+    engine = backend_options(args)  # a bad flag fails before the model loads
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open_store(args.db)) if args.db else None
         backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)

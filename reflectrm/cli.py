@@ -138,6 +138,11 @@ def threads_option(args: argparse.Namespace) -> dict[str, Any]:
     return {} if threads is None else {"threads": threads}
 
 
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`load_backend`'s keyword options from the engine flags and --threads, checked before anything loads."""
+    return {**engine_options(args), **threads_option(args)}
+
+
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:
     """The engine flags given, as `EngineConfig` fields for `load_backend` ({} unless --backend vllm/openai)."""
     from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
@@ -344,7 +349,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from reflectrm.backends import load_backend
 
     config = config_from_args(args)
-    engine = {**engine_options(args), **threads_option(args)}  # checked here: a bad flag fails before anything loads
+    engine = backend_options(args)  # checked here: a bad flag fails before anything loads
     if args.input is None and args.output is not None:
         raise InputError("--output needs --input FILE.jsonl")
     if args.batch_size < 1:

@@ -71,14 +71,14 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int =
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
     diffs = [y - x for x, y in zip(a, b)]
-    if diffs and all(d == diffs[0] for d in diffs) and all(v in (0.0, 1.0) for v in (*a, *b)):
+    if not diffs:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    if all(d == diffs[0] for d in diffs) and all(v in (0.0, 1.0) for v in (*a, *b)):
         # every item moved alike (most often: none moved), where the bootstrap claims an exact difference:
         # the share of items that could move the other way (or at all) is bounded exactly instead
         edge, d = exact_edge(len(diffs), level), diffs[0]
         low, high = {0.0: (-edge, edge), 1.0: (1.0 - edge, 1.0), -1.0: (-1.0, edge - 1.0)}[d]
         return Estimate(d, low, high, len(diffs))
-    if not diffs:
-        return Estimate(math.nan, math.nan, math.nan, 0)
     return _percentile_bootstrap(diffs, resamples=resamples, seed=seed, level=level)
 
 
