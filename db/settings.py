@@ -84,6 +84,13 @@ class GenerationSettings(BaseModel):
         EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
         return value
 
+    @field_validator("cpu_threads")
+    @classmethod
+    def _thread_count(cls, value: int | None) -> int | None:
+        from reflectrm.defaults import check_threads
+
+        return None if value is None else check_threads(value, name="cpu_threads")
+
     def torch_threads(self) -> int | None:
         """The torch CPU thread count to set (None: leave torch's default)."""
         from reflectrm.defaults import default_threads

@@ -27,7 +27,7 @@ from reflectrm.backends import BACKENDS
 from reflectrm.core.config import JudgeConfig, counting
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
-from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.errors import ConfigError, InputError, ReflectRMError
 from reflectrm.flags import Flag, add_config_flags
 
 JUDGE_FLAGS = {
@@ -116,13 +116,19 @@ def add_threads_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _thread_count(text: str) -> int | str:
+    from reflectrm.defaults import check_threads
+
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return counting(text)
+        count = counting(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a thread count: give a number of at least 1, or auto") \
             from None
+    try:
+        return check_threads(count, name="--threads")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def threads_option(args: argparse.Namespace) -> dict[str, Any]:

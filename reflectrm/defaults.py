@@ -1,4 +1,4 @@
-"""Where the bundled default model lives, and the CPU threads it runs on: one small module low in the layers.
+"""Where the bundled default model lives, and the CPU threads a judge may run on: one small module low in the layers.
 
 The backends load it when no model is named, the CLIs and the app show it; none of them needs to
 import `reflectrm.demo` (the demo's task domain, reward plugin and build tool) for a path.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from reflectrm.errors import ConfigError
 
 DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo" / "model"
 """The demo judge's weights and tokenizer (built by `python -m reflectrm.demo.build`, shipped as package data)."""
@@ -29,3 +31,19 @@ def default_threads(model: str | None, device: str = "auto") -> int | None:
     if os.environ.get("OMP_NUM_THREADS"):
         return None
     return 1 if model is None and device in ("auto", "cpu") else None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def check_threads(count: int, *, name: str = "threads") -> int:
+    """`count` as a torch CPU thread count: 1 up to the usable CPUs (more never helps; 100,000 crashed torch)."""
+    cpus = usable_cpus()
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= cpus:
+        raise ConfigError(f"{name} is {count!r}: give a thread count from 1 to {cpus} (the CPUs this process may use)")
+    return count

@@ -183,7 +183,7 @@ def test_given_only_flags_pass_on_what_was_typed_and_repeat_a_tuple_field():
         pytest.param([], "2", {}, id="omp-num-threads-is-the-users-choice"),
         pytest.param(["--model", "/models/judge"], None, {}, id="a-real-model-keeps-torchs-setting"),
         pytest.param(["--device", "cuda"], None, {}, id="gpu"),
-        pytest.param(["--threads", "3"], "2", {"threads": 3}, id="the-flag-wins"),
+        pytest.param(["--threads", "1", "--model", "m"], "2", {"threads": 1}, id="the-flag-wins"),
         pytest.param(["--threads", "AUTO", "--model", "m"], None, {"threads": "auto"}, id="auto"),
         pytest.param(["--backend", "vllm"], None, {}, id="an-engine-runs-its-own"),
     ],
@@ -198,3 +198,14 @@ def test_the_threads_flag_and_its_default(argv, env, want, monkeypatch):
     p.add_argument("--device", default="auto")
     judge_cli.add_threads_flag(p)
     assert judge_cli.threads_option(p.parse_args(argv)) == want
+
+
+def test_more_threads_than_cpus_is_refused_before_anything_loads(capsys):
+    from reflectrm.defaults import usable_cpus
+
+    p = argparse.ArgumentParser()
+    judge_cli.add_threads_flag(p)
+    assert p.parse_args(["--threads", str(usable_cpus())]).threads == usable_cpus()
+    with pytest.raises(SystemExit):
+        p.parse_args(["--threads", "100000"])  # torch crashed (SIGSEGV) at this count
+    assert f"give a thread count from 1 to {usable_cpus()}" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from typing import Any
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams, StopCheck
 from reflectrm.backends.cpu_decode import growing_cache, use_gqa_attention
 from reflectrm.core.types import ChatMessage, messages_to_dicts
+from reflectrm.defaults import check_threads
 from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, require
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class TransformersBackend:
     ) -> None:
         if not (threads is None or threads == "auto" or (isinstance(threads, int) and threads >= 1)):
             raise ConfigError(f"threads must be None, 'auto' or a positive count, got {threads!r}")
+        if isinstance(threads, int):
+            check_threads(threads)
         self.torch = require("torch", extra="train")
         self.model = model.eval()
         self.tokenizer = tokenizer

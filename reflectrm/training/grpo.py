@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.core.config import check_positive_int, strict_from_dict
+from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, InputError, require
 from reflectrm.training.rewards import REWARDS, completion_text
 from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
@@ -243,6 +244,8 @@ def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, 
     check_run_folder(output_dir)
     check_lr_scheduler(config.lr_scheduler)
     check_model(model)
+    if config.cpu_threads is not None:  # here, not in TrainConfig: a run made on a bigger machine still reads
+        check_threads(config.cpu_threads, name="cpu_threads")
     if not Path(data).is_dir():
         raise InputError(f"dataset {str(data)!r} does not exist: pass a folder written by `reflectrm build-data` "
                          "or an export with --format hf")
