@@ -103,6 +103,20 @@ def run_stage(stage: dict[str, Any], repo: Path, out: Path, init: Path | None, l
             "matches": None if recorded is None else digest == recorded}
 
 
+def record_stages(model_dir: Path, report: dict[str, Any]) -> None:
+    """Write a replayed plan's stages into the last stage's card: each stage's command, commit, seed, ranges,
+    duration, the sha256 of its weights and the machine it ran on, so the judge can be replayed and checked."""
+    path = model_dir / "demo_card.json"
+    card = json.loads(path.read_text(encoding="utf-8"))
+    card["stages"] = [
+        {**{k: v for k, v in r.items() if k not in ("replayed_seconds", "replayed_sha256", "matches")},
+         "command": " ".join(["python -m", r["module"], "--out", f"STAGE{r['stage']}",
+                              *([f"--init STAGE{r['stage'] - 1}"] if r["stage"] > 1 else []), *map(str, r["argv"])]),
+         "seconds": r["replayed_seconds"], "sha256": r["replayed_sha256"], "machine": report["machine"]}
+        for r in report["stages"]]
+    path.write_text(json.dumps(card, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="an empty or new folder for the stages and replay.json")
@@ -130,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {record['replayed_seconds']:.0f} s, sha256 {record['replayed_sha256'][:16]}: {verdict}",
                   flush=True)
             init = args.out / f"stage{stage['stage']}"
+    if args.stages:  # a plan replayed: the judge's card records its stages as they ran here
+        record_stages(init, report)
     differs = [r["stage"] for r in report["stages"] if r["matches"] is False]
     if differs:
         print(f"stages {differs} differ bit for bit (recorded on {stages[0].get('machine', 'an unrecorded machine')},"
