@@ -107,3 +107,16 @@ def test_an_out_folder_holding_other_files_is_refused(history, tmp_path):
     with pytest.raises(SystemExit):
         replay.main(["--out", str(tmp_path / "out"), "--stages", str(tmp_path / "plan.json"), "--repo", str(repo)])
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+def test_the_careless_plan_names_commits_this_history_holds():
+    """The plan that rebuilds the careless running-sum judge: four stages, each at a commit of this repository."""
+    root = Path(replay.__file__).resolve().parents[2]
+    stages = replay.read_stages(root / "reflectrm" / "demo" / "careless_stages.json")
+    assert [s["name"] for s in stages] == ["b0", "b2", "c1", "c2"]
+    assert [s["seed"] for s in stages] == [1234, 1235, 1250, 1251]  # each stage's --seed is the seed it records
+    assert all(f"--seed {s['seed']}" in " ".join(s["argv"]) for s in stages)
+    if not (root / ".git").exists() or (root / ".git" / "shallow").exists():
+        pytest.skip("not a full git checkout")
+    for s in stages:
+        assert len(replay.git("rev-parse", "--verify", f"{s['commit']}^{{commit}}", cwd=root)) == 40

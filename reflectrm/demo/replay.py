@@ -3,6 +3,7 @@
     python -m reflectrm.demo.replay --out DIR                 # the shipped judge's stages
     python -m reflectrm.demo.replay --out DIR --from MODEL    # another judge's (its demo_card.json)
     python -m reflectrm.demo.replay --out DIR --stages FILE   # a plan: a JSON list of stages (no hashes yet)
+    python -m reflectrm.demo.replay --out DIR --stages reflectrm/demo/careless_stages.json   # the careless judge
 
 A demo judge is a released artifact built in stages; its card's "stages" list records, per stage, the
 exact build command (the arguments after `python -m MODULE`), the commit of the code that ran it, the
@@ -25,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -155,4 +157,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # a stop by SIGTERM unwinds like Ctrl-C: the running stage is killed and its worktree removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     raise SystemExit(main())
