@@ -20,6 +20,7 @@ from reflectrm_app.records import AuditResult, BatchAuditReport, ExampleRow, Jud
 from reflectrm_db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
+from reflectrm.render import stage2_text
 from reflectrm.training.runs import Checkpoint
 
 _TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
@@ -111,7 +112,8 @@ def _strategy_rows(j: Judgment) -> list[tuple[str, str]]:
     if strategy is not None and strategy.greedy:
         return [("Greedy output", "one output at temperature 0 decides; the samples below are not used")]
     if _reflects(j):
-        return [("Anchor", anchor_reason(j)), ("Winner group", winners_text(j))]
+        rows = [("Anchor", anchor_reason(j)), ("Winner group", winners_text(j))]
+        return rows + ([("Stage 2", stage2_text(j))] if j.reflections else [])
     how = ("each sample's vote weighs exp(its confidence)" if j.strategy == "confidence-weighted"
            else "one sample, one vote")
     return [("Aggregation", f"{j.strategy}: {how}; no anchor, no reflections"),
@@ -230,7 +232,10 @@ def _reflections_html(j: Judgment) -> str:
     if not j.reflections or not _reflects(j):  # a re-aggregation may keep reflections its strategy does not use
         return ""
     rows = "".join(_reflection_row(r) for r in j.reflections)
+    collapsed = ('<div class="rr-warning" data-testid="stage2-failed">Every reflection is unparseable: stage 2 '
+                 "decided nothing, and the verdict is the anchor's alone.</div>" if j.reflections_all_failed else "")
     return (f'<h4 class="rr-title">Stage 2: {len(j.reflections)} reflection(s) against anchor #{j.anchor}</h4>'
+            f"{collapsed}"
             '<table class="rr-reflections"><thead><tr><th>sample</th><th>critique order</th><th>reflection said</th>'
             f"<th>outcome</th><th>full text</th></tr></thead><tbody>{rows}</tbody></table>")
 
@@ -291,8 +296,11 @@ def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, 
         "subset": s.subset, "pairs": s.pairs,
         "both-orders accuracy": _pct(s.both_orders_accuracy), "flip rate": _pct(s.flip_rate),
         "first-position win rate": _pct(s.first_position_win_rate),
+        "reflection parse rate": _pct(s.reflection_parse_rate),
+        "stage 2 chose Critique 1 [95 % CI]": _share(s.first_critique_rate),
     } for s in report.subsets], columns=["subset", "pairs", "both-orders accuracy", "flip rate",
-                                         "first-position win rate"])
+                                         "first-position win rate", "reflection parse rate",
+                                         "stage 2 chose Critique 1 [95 % CI]"])
     chart = pd.DataFrame([
         {"bar": f"{s.subset}: {name}", "metric": name, "value": value}
         for s in report.subsets
@@ -323,6 +331,11 @@ def _answer(choice: int | None, item: Any) -> str:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _share(rate: tuple[float, float, float] | None) -> str:
+    """A share with its interval: "85.7% [48.7, 97.4]" (stage 2's first-critique rate; unbiased 50%)."""
+    return "n/a" if rate is None else f"{100 * rate[0]:.1f}% [{100 * rate[1]:.1f}, {100 * rate[2]:.1f}]"
 
 
 def _resp(x: int | None) -> str:

@@ -343,6 +343,9 @@ class EvalItem(Base):
     tokens: Mapped[int] = mapped_column(Integer)  # generated for this strategy's judgment
     samples: Mapped[int] = mapped_column(Integer)  # stage-1 outputs the strategy considered
     parse_failures: Mapped[int] = mapped_column(Integer)  # of those, unparseable
+    reflections: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # stage-2 outputs used
+    reflection_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # of those, unparseable
+    reflections_first: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # parsed: chose Critique 1
     anchor_confidence: Mapped[float | None] = mapped_column(Double)  # Eq. 5; NULL: no anchor
     anchor_correct: Mapped[bool | None] = mapped_column(Boolean)  # the anchor's own prediction matches the label
     skipped: Mapped[str] = mapped_column(default="")  # why the pair was not judged (over-long ...); "" = judged

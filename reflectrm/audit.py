@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reflectrm.core.types import Judgment
+from reflectrm.eval.metrics import wilson_interval
 from reflectrm.pipeline import orders_agree
 
 
@@ -28,6 +29,9 @@ class SubsetStats:
         flipped: pairs whose two orders picked different responses.
         compared: pairs where neither order abstained (the denominator of the flip rate).
         first_wins / verdicts: verdicts for the first-shown response, over all non-abstaining verdicts.
+        reflections / reflection_failures: stage-2 outputs in both orders' judgments, and how many did not parse.
+        first_critiques: parsed reflections that chose the first-presented critique (stage 2's own position
+            bias; of `reflections - reflection_failures`, unbiased half).
     """
 
     subset: str
@@ -38,6 +42,9 @@ class SubsetStats:
     compared: int = 0
     first_wins: int = 0
     verdicts: int = 0
+    reflections: int = 0
+    reflection_failures: int = 0
+    first_critiques: int = 0
 
     @property
     def both_orders_accuracy(self) -> float | None:
@@ -50,6 +57,19 @@ class SubsetStats:
     @property
     def first_position_win_rate(self) -> float | None:
         return self.first_wins / self.verdicts if self.verdicts else None
+
+    @property
+    def reflection_parse_rate(self) -> float | None:
+        return 1 - self.reflection_failures / self.reflections if self.reflections else None
+
+    @property
+    def first_critique_rate(self) -> tuple[float, float, float] | None:
+        """(share, low, high): parsed reflections that chose the first-presented critique, Wilson 95 % interval;
+        None without a parsed reflection. An interval clear of 0.5 is a stage-2 position bias."""
+        decided = self.reflections - self.reflection_failures
+        if not decided:
+            return None
+        return (self.first_critiques / decided, *wilson_interval(self.first_critiques, decided))
 
 
 def audit_sample(count: int, *, sample: int, seed: int) -> list[int]:
@@ -75,7 +95,8 @@ def audit_stats(judgments: Sequence[tuple[Judgment, Judgment]]) -> list[SubsetSt
     return [SubsetStats(subset=k, **totals[k]) for k in order]
 
 
-_COUNTS = ("pairs", "labelled", "both_correct", "flipped", "compared", "first_wins", "verdicts")
+_COUNTS = ("pairs", "labelled", "both_correct", "flipped", "compared", "first_wins", "verdicts", "reflections",
+           "reflection_failures", "first_critiques")
 
 
 def _count(t: dict[str, int], original: Judgment, swapped: Judgment) -> None:
@@ -91,3 +112,6 @@ def _count(t: dict[str, int], original: Judgment, swapped: Judgment) -> None:
         if j.verdict is not None:
             t["verdicts"] += 1
             t["first_wins"] += j.verdict == 1
+        t["reflections"] += len(j.reflections)
+        t["reflection_failures"] += j.reflection_failures
+        t["first_critiques"] += j.reflections_first_chosen[0]

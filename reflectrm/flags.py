@@ -36,6 +36,8 @@ class Flag:
     name: str | None = None  # the option string instead of --field-name (e.g. --base-url for base_urls)
     repeat: bool = False  # a tuple field given once per value (--base-url A --base-url B) instead of A,B
     metavar: str | None = None  # how the value is named in --help
+    convert: Callable[[str], Any] | None = None  # reads the typed text instead of the field type's reading
+    show: Callable[[Any], str] | None = None  # writes the default as it would be typed (with `convert`)
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -91,13 +93,14 @@ def add_config_flags(
         spec = extra.get(f.name, Flag())
         names = (spec.name or f"--{f.name.replace('_', '-')}", *spec.names)
         default = None if spec.tied_to else field_default(f)
-        shown = f"same as --{spec.tied_to.replace('_', '-')}" if spec.tied_to else _shown(default).replace("%", "%%")
+        shown = (f"same as --{spec.tied_to.replace('_', '-')}" if spec.tied_to
+                 else (spec.show or _shown)(default).replace("%", "%%"))
         text = helps.get(f.name, "").replace("%", "%%")
         kwargs: dict[str, Any] = {"dest": f.name, "default": None if given_only else default,
                                   "help": f"{text} (default: {shown}){'; repeatable' if spec.repeat else ''}".strip()}
         if spec.choices is not None:
             kwargs["choices"] = spec.choices
-        parsing = _parsing(hints[f.name], f.name)
+        parsing = {"type": spec.convert} if spec.convert else _parsing(hints[f.name], f.name)
         if spec.repeat:
             parsing = {"action": "append"}
         elif given_only and parsing.get("action") is argparse.BooleanOptionalAction:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from reflectrm.core.types import Judgment, Rollout
+from reflectrm.eval.metrics import wilson_interval
 
 
 def _short(text: str, width: int) -> str:
@@ -18,6 +19,28 @@ def _conf(x: float) -> str:
 
 def _pred(r: Rollout) -> str:
     return f"R{r.prediction}" if r.prediction else "--"
+
+
+def first_choice_text(first: int, decided: int) -> str:
+    """Stage 2's position bias as a sentence: how often a reflection chose the first-presented critique, with the
+    Wilson 95 % interval, against the 50 % an unbiased judge shows (the order is drawn at random)."""
+    if not decided:
+        return "chose the first-presented critique: n/a (no parsed reflection)"
+    low, high = wilson_interval(first, decided)
+    outside = "" if low <= 0.5 <= high else (" — biased to the first" if low > 0.5 else " — biased to the second")
+    return (f"chose the first-presented critique {first} of {decided} ({100 * first / decided:.0f} %, 95 % CI "
+            f"[{100 * low:.0f}, {100 * high:.0f}] %; unbiased: 50 %){outside}")
+
+
+def stage2_text(j: Judgment) -> str:
+    """Stage 2 in one line: the reflection parse rate, a collapse (every reflection failed), the position bias."""
+    if not j.reflections:
+        return "no reflections"
+    total, failed = len(j.reflections), j.reflection_failures
+    line = f"{total - failed} of {total} reflection(s) parsed"
+    if j.reflections_all_failed:
+        line += " — STAGE 2 FAILED: every reflection is unparseable, so the anchor's verdict stands alone"
+    return f"{line}; {first_choice_text(*j.reflections_first_chosen)}"
 
 
 def render_judgment(j: Judgment, *, width: int = 72) -> str:
@@ -50,6 +73,7 @@ def render_judgment(j: Judgment, *, width: int = 72) -> str:
             outcome = f"#{r.sample} beats anchor" if r.prefers_sample else "anchor holds"
             lines.append(f"  #{r.sample} vs #{r.anchor}  {shown}  {said:<24}  {outcome}")
         lines.append(f"Winner group: {{{', '.join(f'#{i}' for i in j.winners)}}}" if j.winners else "Winner group: empty")
+        lines.append(f"Stage 2: {stage2_text(j)}")
     elif j.stage2_skipped:
         lines.append("Stage 2: skipped (every parseable sample agrees)")
     lines.append("")

@@ -24,10 +24,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
     ("reflectrm.defaults",),  # the default model's path and its CPU thread count, nothing else
     ("reflectrm.backends",),
-    ("reflectrm.pipeline", "reflectrm.render", "reflectrm.audit"),  # core meets a backend; rendering; audit figures
+    ("reflectrm.pipeline",),  # core meets a backend
     ("reflectrm.training",),  # data recipe, rewards convention, GRPO, run folders
     ("reflectrm.demo",),  # a task domain, a reward plugin and a build tool over training, never under it
     ("reflectrm.eval",),  # benchmarks, metrics and the evaluation runner (the demo domain is one benchmark)
+    ("reflectrm.render", "reflectrm.audit"),  # a judgment's anatomy and audit figures, with eval's intervals
     ("reflectrm.serving",),  # the judge as a reward: pairwise group rewards, the HTTP service and its clients
     ("reflectrm.cli", "reflectrm.flags", "reflectrm.training.cli"),  # the command-line shells, flags from configs
 )

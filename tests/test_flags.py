@@ -11,6 +11,7 @@ from reflectrm import cli as judge_cli
 from reflectrm.core.config import JudgeConfig
 from reflectrm.flags import field_help
 from reflectrm.training import cli as train_cli
+from reflectrm.training.data import DataConfig
 from reflectrm.training.grpo import TrainConfig
 
 REQUIRED_TRAIN = ["--data", "d", "--output", "o"]
@@ -24,6 +25,10 @@ def _parser(register) -> argparse.ArgumentParser:  # noqa: ANN001
 
 def judge_config(*argv: str) -> JudgeConfig:
     return judge_cli.config_from_args(_parser(judge_cli.register).parse_args(["judge", *argv]))
+
+
+def data_config(*argv: str) -> DataConfig:
+    return train_cli.data_config_from_args(_parser(train_cli.register).parse_args(["build-data", *argv]))
 
 
 def train_config(*argv: str) -> TrainConfig:
@@ -52,17 +57,25 @@ TRAIN_VALUES = {
     "vllm_server_url": ("http://h:8000", "http://h:8000"), "device": ("cpu", "cpu"), "bf16": (None, True),
     "cpu_threads": ("2", 2), "gradient_checkpointing": ("no", False), "save_steps": ("5", 5),
     "save_total_limit": ("none", None), "logging_steps": ("2", 2), "completions_to_record": ("0", 0),
-    "seed": ("7", 7),
+    "seed": ("7", 7), "min_analysis_chars": ("0", 0),
 }
-CASES = [(JudgeConfig, judge_config, JUDGE_VALUES), (TrainConfig, train_config, TRAIN_VALUES)]
+DATA_VALUES = {  # build-data exposed 5 of these 11 fields before they were derived (issue 30)
+    "n": ("4", 4), "temperature": ("0.7", 0.7), "max_new_tokens": ("64", 64), "mix": ("1:0", (1, 0)),
+    "seed": ("3", 3), "keep_all_wrong": ("no", False), "critique_includes_verdict": (None, True),
+    "control_suffix": ("", ""), "subsample": ("either", "either"), "extra_in_mix": (None, True),
+    "unparseable_is_incorrect": (None, True),
+}
+CASES = [(JudgeConfig, judge_config, JUDGE_VALUES), (TrainConfig, train_config, TRAIN_VALUES),
+         (DataConfig, data_config, DATA_VALUES)]
+IDS = ["judge", "train", "data"]
 
 
-@pytest.mark.parametrize("cls, build, values", CASES, ids=["judge", "train"])
+@pytest.mark.parametrize("cls, build, values", CASES, ids=IDS)
 def test_no_flags_give_the_dataclass_defaults(cls, build, values):
     assert build() == cls()
 
 
-@pytest.mark.parametrize("cls, build, values", CASES, ids=["judge", "train"])
+@pytest.mark.parametrize("cls, build, values", CASES, ids=IDS)
 def test_every_field_has_a_row_here(cls, build, values):
     assert sorted(values) == sorted(f.name for f in fields(cls))
 
@@ -89,7 +102,7 @@ def test_each_field_has_a_flag_that_sets_it_and_only_it(cls, build, name, text, 
     assert changed == {name} | tied
 
 
-@pytest.mark.parametrize("cls", [JudgeConfig, TrainConfig])
+@pytest.mark.parametrize("cls", [JudgeConfig, TrainConfig, DataConfig])
 def test_every_field_has_help(cls):
     helps = field_help(cls)
     assert {f.name for f in fields(cls) if not helps.get(f.name)} == set()
@@ -117,6 +130,9 @@ def test_judge_flag_names_kept(argv, want):
     pytest.param(["--arithmetic-reward", "1", "--reward-weights", "accuracy=2"],
                  {"reward_weights": {"accuracy": 2.0, "arithmetic": 1.0}}, id="arithmetic-over-weights"),
     pytest.param(["--no-bf16"], {"bf16": False}, id="no-bf16"),
+    # the original GRPO beside TRL's defaults, by name
+    pytest.param(["--objective", "original-grpo"], {"beta": 0.04, "loss_type": "grpo"}, id="original-grpo"),
+    pytest.param(["--objective", "trl", "--beta", "0.1"], {"beta": 0.0, "loss_type": "dapo"}, id="objective-trl"),
 ])
 def test_train_flag_names_kept(argv, want):
     config = train_config(*argv)
@@ -209,3 +225,25 @@ def test_more_threads_than_cpus_is_refused_before_anything_loads(capsys):
     with pytest.raises(SystemExit):
         p.parse_args(["--threads", "100000"])  # torch crashed (SIGSEGV) at this count
     assert f"give a thread count from 1 to {usable_cpus()}" in capsys.readouterr().err
+
+
+def test_build_data_flag_names_kept():
+    config = data_config("--include-verdict", "--mix", "3:2")
+    assert (config.critique_includes_verdict, config.mix) == (True, (3, 2))
+
+
+def test_a_malformed_mix_exits_2_naming_the_form(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        data_config("--mix", "4/1")
+    assert exit_.value.code == 2
+    assert "--mix must look like 4:1" in capsys.readouterr().err
+
+
+def test_train_config_objective_names_the_original_grpo():
+    from reflectrm.errors import ConfigError
+
+    assert (TrainConfig().objective("original-grpo").beta, TrainConfig().objective("original-grpo").loss_type) == \
+        (0.04, "grpo")
+    assert TrainConfig().objective("trl") == TrainConfig()  # TRL's defaults are the defaults
+    with pytest.raises(ConfigError, match="objective must be one of trl, original-grpo"):
+        TrainConfig().objective("ppo")

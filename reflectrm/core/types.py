@@ -336,6 +336,23 @@ class Judgment:
     def tokens_generated(self) -> int:
         return sum(r.num_tokens for r in self.rollouts) + sum(r.num_tokens for r in self.reflections)
 
+    @property
+    def reflection_failures(self) -> int:
+        """Stage-2 outputs that did not parse (each counted for the anchor, Eq. 8)."""
+        return sum(1 for r in self.reflections if r.choice is None)
+
+    @property
+    def reflections_all_failed(self) -> bool:
+        """Stage 2 ran and no reflection parsed: the verdict is the anchor's alone, whatever the strategy says."""
+        return bool(self.reflections) and self.reflection_failures == len(self.reflections)
+
+    @property
+    def reflections_first_chosen(self) -> tuple[int, int]:
+        """(parseable reflections that chose the first-presented critique, parseable reflections): stage 2's
+        own position bias. Unbiased, the first is chosen half the time (the order is drawn at random)."""
+        chosen = [r.choice for r in self.reflections if r.choice is not None]
+        return sum(1 for c in chosen if c == 1), len(chosen)
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         d["pair"] = self.pair.to_dict()

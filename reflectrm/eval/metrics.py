@@ -137,3 +137,16 @@ def coverage_curve(scores: Sequence[float], correct: Sequence[bool],
         kept = order[:keep]
         out.append((cov, scores[kept[-1]], mean([1.0 if correct[k] else 0.0 for k in kept])))
     return out
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion seen `k` times in `n` (95 % at z = 1.96); (nan, nan) when n = 0.
+
+    Unlike the normal (Wald) interval it stays inside [0, 1] and has width at 0 and at n: 0 of 7 is [0, 0.35].
+    """
+    if n <= 0:
+        return math.nan, math.nan
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -52,6 +52,7 @@ def markdown(report: Mapping[str, Any]) -> str:
                      f"{_ci(both['accuracy']) if both else '-'} | {_pct(both['flip_rate']['value']) if both else '-'} | "
                      f"{s['abstained']} | {_pct(s['parse_failure_rate'])} | {s['tokens_per_judgment']:.0f} | "
                      f"{_pct(s['calibration'].get('ece')) if s['calibration'] else '-'} |")
+    lines += _stage2_lines(report)
     lines += ["", "## Per subset (accuracy %, 95 % CI)", "", "| strategy | subset | accuracy |", "|---|---|---|"]
     for name, s in report["strategies"].items():
         lines += [f"| {_cell(name)} | {_cell(sub)} | {_ci(e)} |" for sub, e in s["subsets"].items()]
@@ -60,6 +61,25 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += ["", "## The paper's figures (%, for reference)", "", "| system | score |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in reference.items()]
     return "\n".join(lines) + "\n"
+
+
+def _stage2_lines(report: Mapping[str, Any]) -> list[str]:
+    """Stage 2's health per strategy that reflects: parse rate, collapsed judgments, position bias; warnings."""
+    rows = {name: s for name, s in report["strategies"].items() if s.get("reflections")}
+    if not rows:
+        return []
+    lines = ["", "## Stage 2 (reflections)", "",
+             ("| strategy | reflections | reflection parse % | judgments with every reflection failed "
+              "| chose the first-presented critique % [95 % CI] (unbiased: 50) |"), "|---|---|---|---|---|"]
+    for name, s in rows.items():
+        f = s["first_critique"]
+        first = "n/a" if f["value"] is None else f"{_pct(f['value'])} [{_pct(f['low'])}, {_pct(f['high'])}] (n={f['n']})"
+        lines.append(f"| {_cell(name)} | {s['reflections']} | {_pct(s['reflection_parse_rate'])} | "
+                     f"{s['stage2_failed']} of {s['stage2_judgments']} | {first} |")
+    for name, s in rows.items():
+        for warning in s["warnings"]:
+            lines += ["", f"**Warning ({_cell(name)})**: {_cell(warning)}."]
+    return lines
 
 
 def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) -> str:

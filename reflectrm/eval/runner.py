@@ -185,11 +185,14 @@ def item_from_judgment(j: Judgment, *, item_id: str, swapped: bool, config: Judg
         used = [r for r in j.rollouts if not r.greedy and r.index < num]
     anchor = next((r for r in used if r.index == j.anchor), None) if j.anchor is not None else None
     finite = anchor is not None and math.isfinite(anchor.confidence)
+    reflections = j.reflections if strategy.reflections else ()  # a re-aggregation may keep unused ones
     return ItemResult(
         item_id=item_id, strategy=j.strategy, swapped=swapped, subset=j.pair.subset, label=j.pair.label,
         tie=j.pair.tie, verdict=j.verdict,
         tokens=sum(r.num_tokens for r in used) + sum(r.num_tokens for r in j.reflections),
         samples=len(used), parse_failures=sum(1 for r in used if not r.parseable),
+        reflections=len(reflections), reflection_failures=sum(1 for r in reflections if r.choice is None),
+        reflections_first=sum(1 for r in reflections if r.choice == 1),
         anchor_confidence=anchor.confidence if finite else None,
         anchor_correct=None if anchor is None or j.pair.label is None else anchor.prediction == j.pair.label,
         meta=dict(meta),

@@ -16,7 +16,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reflectrm.core.types import Choice, Judgment
-from reflectrm.eval.metrics import bootstrap, calibration, coverage_curve, mean
+from reflectrm.eval.metrics import bootstrap, calibration, coverage_curve, mean, wilson_interval
+
+REFLECTION_FAILURE_WARNING = 0.10
+"""Share of failed (unparseable) reflections above which the report warns: past it stage 2 is collapsing
+into the anchor's verdict while the strategy is still reported by its name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +38,9 @@ class ItemResult:
         tokens: tokens generated for this strategy's judgment (its samples and reflections).
         samples: stage-1 outputs the strategy considered.
         parse_failures: of those, how many did not parse.
+        reflections: stage-2 outputs the strategy used (0 for a strategy without reflections).
+        reflection_failures: of those, how many did not parse (each counted for the anchor, Eq. 8).
+        reflections_first: of the parsed ones, how many chose the first-presented critique (position bias).
         anchor_confidence: Eq. 5 of the anchor, None without one.
         anchor_correct: whether the anchor's own prediction matched the label.
         skipped: why the pair was not judged ("" when it was).
@@ -51,6 +58,9 @@ class ItemResult:
     tokens: int = 0
     samples: int = 0
     parse_failures: int = 0
+    reflections: int = 0
+    reflection_failures: int = 0
+    reflections_first: int = 0
     anchor_confidence: float | None = None
     anchor_correct: bool | None = None
     skipped: str = ""
@@ -65,6 +75,11 @@ class ItemResult:
     @property
     def correct(self) -> bool | None:
         return self.verdict == self.label if self.scored else None
+
+    @property
+    def stage2_failed(self) -> bool:
+        """Stage 2 ran and every reflection failed to parse: the verdict is the anchor's alone."""
+        return self.reflections > 0 and self.reflection_failures == self.reflections
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "meta": dict(self.meta), "correct": self.correct}
@@ -184,11 +199,32 @@ def strategy_report(items: Sequence[ItemResult], *, scoring: str, seed: int = 0)
         "parse_failure_rate": (sum(i.parse_failures for i in judged) / max(1, sum(i.samples for i in judged))),
         "tokens_per_judgment": mean([float(i.tokens) for i in judged]) if judged else 0.0,
         "calibration": _calibration(scored),
+        **_stage2(judged),
     }
     swapped = {i.item_id: i for i in items if i.swapped}
     if swapped:
         out["both_orders"] = _both_orders(original, swapped, seed)
     return out
+
+
+def _stage2(judged: Sequence[ItemResult]) -> dict[str, Any]:
+    """Stage 2's health: reflections, their parse rate, judgments where all failed, and its position bias (the
+    share of parsed reflections that chose the first-presented critique, Wilson 95 % interval; unbiased: 0.5)."""
+    total = sum(i.reflections for i in judged)
+    if not total:
+        return {"reflections": 0}
+    failed = sum(i.reflection_failures for i in judged)
+    first, decided = sum(i.reflections_first for i in judged), total - failed
+    low, high = wilson_interval(first, decided)
+    warnings = [f"{failed} of {total} reflections ({100 * failed / total:.0f} %) did not parse: each counted for "
+                "the anchor, so this strategy's verdicts are partly the anchor's alone"] \
+        if failed / total > REFLECTION_FAILURE_WARNING else []
+    return {"reflections": total, "reflection_parse_rate": 1 - failed / total,
+            "stage2_failed": sum(1 for i in judged if i.stage2_failed),
+            "stage2_judgments": sum(1 for i in judged if i.reflections),
+            "first_critique": {"value": first / decided if decided else None, "low": low if decided else None,
+                               "high": high if decided else None, "k": first, "n": decided},
+            "warnings": warnings}
 
 
 def _both_orders(original: Sequence[ItemResult], swapped: Mapping[str, ItemResult], seed: int) -> dict[str, Any]:

@@ -88,7 +88,7 @@ class RewardService:
         _refuse_unknown(payload, JUDGE_FIELDS, "/v1/judge")
         pair = PreferencePair.from_dict(payload)
         [judgment] = self.run(lambda: list(judge_many([pair], self.backend, self.judge_config)))
-        self.counters["judgments"] += 1
+        count_judgments(self.counters, [judgment])
         out = judgment.to_dict()
         if self.record is not None:
             out["stored_id"] = self.record([judgment], False)[0]
@@ -107,7 +107,7 @@ class RewardService:
                                               on_judgments=self._keep))
 
     def _keep(self, judgments: list[Judgment]) -> None:
-        self.counters["judgments"] += len(judgments)
+        count_judgments(self.counters, judgments)
         if self.record is not None:
             self.record(judgments, self.reward_config.both_orders)
 
@@ -225,6 +225,7 @@ def build_app(service: RewardService) -> Any:
     @app.get("/metrics")
     def metrics() -> Any:
         lines = [f"reflectrm_{name}_total {value:g}" for name, value in sorted(service.counters.items())]
+        lines += reflection_parse_rate_lines(service.counters)
         lines.append(f"reflectrm_queued {service.waiting}")
         return PlainTextResponse("\n".join(lines) + "\n")
 
@@ -235,3 +236,18 @@ def serve(service: RewardService, *, host: str, port: int) -> None:
     """Run the service with uvicorn until interrupted."""
     uvicorn = require("uvicorn", extra="ui")
     uvicorn.run(build_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=30)
+
+
+def count_judgments(counters: Counter[str], judgments: Sequence[Judgment]) -> None:
+    """Count judgments and their stage 2: reflections, unparseable ones, judgments where every one failed."""
+    counters["judgments"] += len(judgments)
+    for j in judgments:
+        counters["reflections"] += len(j.reflections)
+        counters["reflection_parse_failures"] += j.reflection_failures
+        counters["stage2_failed_judgments"] += j.reflections_all_failed
+
+
+def reflection_parse_rate_lines(counters: Counter[str]) -> list[str]:
+    """The reflection parse rate as a gauge (absent until a reflection was generated)."""
+    total = counters["reflections"]
+    return [f"reflectrm_reflection_parse_rate {1 - counters['reflection_parse_failures'] / total:.4f}"] if total else []

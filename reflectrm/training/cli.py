@@ -24,8 +24,8 @@ from typing import Any
 from reflectrm import flags
 from reflectrm.errors import InputError
 from reflectrm.flags import Flag, add_config_flags
-from reflectrm.training.data import DataConfig
-from reflectrm.training.grpo import TrainConfig
+from reflectrm.training.data import SUBSAMPLE, DataConfig
+from reflectrm.training.grpo import OBJECTIVES, TrainConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +38,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_train_status)
 
 
+def _mix_flag(text: str) -> tuple[int, int]:
+    try:
+        return parse_mix(text)
+    except InputError as exc:  # argparse prints it after the flag's name and exits 2
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+DATA_FLAGS = {
+    "mix": Flag(convert=_mix_flag, show=lambda mix: f"{mix[0]}:{mix[1]}", metavar="P:R"),
+    "subsample": Flag(choices=SUBSAMPLE),
+    "critique_includes_verdict": Flag(names=("--include-verdict",)),  # as `judge` names it
+}
+"""What the build-data flags add to `DataConfig`'s fields; every other flag, default and help comes from the class."""
+
+
 def _register_build_data(sub: argparse._SubParsersAction) -> None:
-    d = DataConfig()
     p = sub.add_parser("build-data", help="roll out the judge on labelled pairs and write a training snapshot",
                        description="Build GRPO training data (PAPER.md 2): rollouts, easy-item filter, preference "
                                    "examples, one reflection pair per mixed item, the mix, extra rows, dedupe.")
@@ -51,14 +65,11 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval", type=Path, help="JSONL of evaluation pairs: refuse data that shares a conversation with them")
     p.add_argument("--model", help="the judge to roll out (default: the bundled demo judge)")
     p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
-    p.add_argument("--n", type=int, default=d.n, help=f"rollouts per pair (default {d.n})")
-    p.add_argument("--temperature", type=float, default=d.temperature, help=f"rollout temperature (default {d.temperature})")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help=f"per rollout (default {d.max_new_tokens})")
-    p.add_argument("--mix", default="4:1", help="preference:reflection ratio (default 4:1; 1:0 = preference only)")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
     p.add_argument("--batch-size", type=int, default=8, help="pairs rolled out together (default 8)")
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
+    add_config_flags(p.add_argument_group("data (DataConfig: one flag per field, defaults from the paper)"),
+                     DataConfig, extra=DATA_FLAGS)
     p.set_defaults(func=cmd_build_data)
 
 
@@ -84,6 +95,9 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     # Shorthands kept from before the flags were derived; each sets part of a field above.
     config.add_argument("--max-minutes", type=float, dest="max_minutes",
                         help="--max-time-s in minutes: stop (completed, with a checkpoint) after this much training")
+    config.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
+                        help="set --beta and --loss-type together: 'original-grpo' (KL 0.04, per-sequence loss, "
+                             "Shao et al. 2024) or 'trl' (TRL's defaults: no KL, token-level loss)")
     config.add_argument("--format-reward", type=float, default=0.0,
                         help="add the format reward to --reward-weights with this weight (default 0: none)")
     config.add_argument("--arithmetic-reward", type=float, default=0.0,
@@ -100,12 +114,16 @@ def parse_mix(text: str) -> tuple[int, int]:
     return a, b
 
 
+def data_config_from_args(args: argparse.Namespace) -> DataConfig:
+    """The `DataConfig` the build-data flags give (one per field; see `DATA_FLAGS`)."""
+    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS)
+
+
 def cmd_build_data(args: argparse.Namespace) -> int:
     from reflectrm.cli import read_pairs
     from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
 
-    config = DataConfig(n=args.n, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                        mix=parse_mix(args.mix), seed=args.seed)
+    config = data_config_from_args(args)
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
     # Every input is read and checked before the model loads and rolls out (minutes on a real judge).
@@ -199,6 +217,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     shorthand = {name: w for name, w in (("format", args.format_reward), ("arithmetic", args.arithmetic_reward)) if w}
     if shorthand:
         changes["reward_weights"] = {**dict(args.reward_weights), **shorthand}
+    if args.objective is not None:
+        changes.update(OBJECTIVES[args.objective])
     return flags.config_from_args(TrainConfig, args, extra=TRAIN_FLAGS, **changes)
 
 

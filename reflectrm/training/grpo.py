@@ -25,12 +25,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from reflectrm.core.config import check_positive_int, strict_from_dict
 from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, InputError, require
-from reflectrm.training.rewards import REWARDS, completion_text
+from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
 from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,13 @@ TIME_DECAY = "linear-time"  # TrainConfig.lr_scheduler: linear decay to 0 over t
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
 """TRL 1.16 `GRPOConfig.loss_type` values that run with this module's other settings ("luspo" and "vespo" need an
 importance-sampling level it does not set). TRL itself checks the value only when the first loss is computed."""
+
+OBJECTIVES: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "trl": MappingProxyType({"beta": 0.0, "loss_type": "dapo"}),  # TRL 1.16's defaults: no KL term, token-level loss
+    # Shao et al. 2024 (DeepSeekMath): KL to the reference with beta 0.04, each sequence's token mean, then the group's
+    "original-grpo": MappingProxyType({"beta": 0.04, "loss_type": "grpo"}),
+})
+"""Named (beta, loss_type) settings: `TrainConfig.objective(name)`, `reflectrm train --objective NAME`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +75,9 @@ class TrainConfig:
     loss_type: str = "dapo"
     scale_rewards: str = "group"  # advantage normalisation: "group" (GRPO), "batch" or "none"
     reward_weights: Mapping[str, float] = (("accuracy", 1.0),)  # reward name -> weight; add ("format", w) for a format reward
+    # The format requirement: the accuracy and format rewards pay only after an analysis of at least this many
+    # characters, so GRPO cannot learn to skip the analyses stage 2 compares (0: the verdict alone is paid)
+    min_analysis_chars: int = MIN_ANALYSIS_CHARS
     # paper: unstated; constant keeps short runs comparable. Any transformers scheduler name, or "linear-time":
     # linear decay to 0 over max_time_s, for a run bounded by time, whose step count is not known in advance.
     lr_scheduler: str = "constant"
@@ -129,6 +140,10 @@ class TrainConfig:
                               f"got {self.beta!r}")
         if self.scale_rewards not in ("group", "batch", "none"):
             raise ConfigError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
+        if isinstance(self.min_analysis_chars, bool) or not isinstance(self.min_analysis_chars, int) \
+                or self.min_analysis_chars < 0:
+            raise ConfigError(f"min_analysis_chars must be a whole number >= 0 (0: no format requirement), "
+                              f"got {self.min_analysis_chars!r}")
         if self.vllm_mode not in ("colocate", "server"):
             raise ConfigError(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
@@ -150,6 +165,12 @@ class TrainConfig:
 
     def with_(self, **changes: Any) -> TrainConfig:
         return replace(self, **changes)
+
+    def objective(self, name: str) -> TrainConfig:
+        """This config with the (beta, loss_type) of a named objective in `OBJECTIVES` ("original-grpo")."""
+        if name not in OBJECTIVES:
+            raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, got {name!r}")
+        return replace(self, **OBJECTIVES[name])
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -414,7 +435,8 @@ def _recording(reward: Any, files: RunFiles, config: TrainConfig, *, record: boo
     main_process = _is_main_process() and record
 
     def recorded(completions: Any, label: Any = None, task: Any = None, **kwargs: Any) -> list[float]:
-        values = reward(completions=completions, label=label, task=task, **kwargs)
+        values = reward(completions=completions, label=label, task=task,
+                        min_analysis_chars=config.min_analysis_chars, **kwargs)
         state = kwargs.get("trainer_state")
         if main_process and config.completions_to_record:
             for i in range(min(config.completions_to_record, len(completions))):

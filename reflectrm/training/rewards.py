@@ -9,6 +9,11 @@ The paper does not give its reward; the rule-based outcome reward of the RM-R1 /
 plain reading: 1 when the parsed `<Result>` names the labelled candidate, 0 otherwise, an
 unparseable output included. The same function scores both tasks: `task` says whether the verdict
 names a Response (Eq. 2) or a Critique (Eq. 3). Pure standard library.
+
+The format requirement (`min_analysis_chars`, on by default): a verdict earns a reward only after an
+analysis of at least that many characters. Without it `<Result>2</Result>` alone, or an empty
+`<Analysis></Analysis>`, earns the full accuracy reward, and GRPO learns to drop the analyses that
+stage 2 and the reflection data compare. 0 turns the requirement off (the verdict alone is paid).
 """
 
 from __future__ import annotations
@@ -24,6 +29,16 @@ from reflectrm.core.types import ParseStatus
 from reflectrm.errors import ConfigError
 
 Completion = str | Sequence[Mapping[str, Any]]
+
+MIN_ANALYSIS_CHARS = 16
+"""The format requirement's default: characters of analysis (stripped) a rewarded output must carry. The
+shortest analysis the demo judge writes ("2 + 3 = 5. Response 1: ...") is about 60; a real judge's, hundreds.
+The paper states none (PAPER.md 10): a named choice, `TrainConfig.min_analysis_chars`."""
+
+
+def analysis_given(analysis: str, min_analysis_chars: int = MIN_ANALYSIS_CHARS) -> bool:
+    """Whether `analysis` meets the format requirement (always, when `min_analysis_chars` is 0)."""
+    return len(analysis.strip()) >= min_analysis_chars
 
 
 def completion_text(completion: Completion) -> str:
@@ -45,26 +60,33 @@ def _task(value: Any) -> Task:
 
 
 def accuracy_reward(
-    completions: Sequence[Completion], label: Sequence[int], task: Sequence[str], **kwargs: Any
+    completions: Sequence[Completion], label: Sequence[int], task: Sequence[str], *,
+    min_analysis_chars: int = MIN_ANALYSIS_CHARS, **kwargs: Any
 ) -> list[float]:
-    """1.0 when the parsed verdict names the labelled candidate, else 0.0 (unparseable: 0.0)."""
+    """1.0 when the parsed verdict names the labelled candidate after an analysis of at least
+    `min_analysis_chars` characters, else 0.0 (unparseable, or a skipped analysis: 0.0)."""
     rewards = []
     for completion, want, kind in zip(completions, label, task, strict=True):
         parsed = parse_output(completion_text(completion), task=_task(kind))
-        rewards.append(1.0 if parsed.choice is not None and parsed.choice == int(want) else 0.0)
+        paid = parsed.choice is not None and parsed.choice == int(want)
+        rewards.append(1.0 if paid and analysis_given(parsed.analysis, min_analysis_chars) else 0.0)
     return rewards
 
 
-def format_reward(completions: Sequence[Completion], task: Sequence[str], **kwargs: Any) -> list[float]:
-    """1.0 for a well-formed `<Analysis>` and `<Result>` naming one candidate, else 0.0.
+def format_reward(completions: Sequence[Completion], task: Sequence[str], *,
+                  min_analysis_chars: int = MIN_ANALYSIS_CHARS, **kwargs: Any) -> list[float]:
+    """1.0 for a well-formed `<Analysis>` of at least `min_analysis_chars` characters and a `<Result>`
+    naming one candidate, else 0.0.
 
     A verdict the parser had to repair (a missing tag, a bare "Response 2") earns nothing: the
     point of this reward is the exact format the two-stage pipeline parses best.
     """
-    return [
-        1.0 if parse_output(completion_text(c), task=_task(kind)).status is ParseStatus.OK else 0.0
-        for c, kind in zip(completions, task, strict=True)
-    ]
+    rewards = []
+    for c, kind in zip(completions, task, strict=True):
+        parsed = parse_output(completion_text(c), task=_task(kind))
+        ok = parsed.status is ParseStatus.OK and analysis_given(parsed.analysis, min_analysis_chars)
+        rewards.append(1.0 if ok else 0.0)
+    return rewards
 
 
 RewardFunction = Callable[..., list[float]]

@@ -231,3 +231,28 @@ def test_completions_are_shown_verbatim_as_table_text_newest_first(text: str) ->
     assert frame["completion"].tolist() == [text, "old"] and frame["reward"].tolist() == ["0.00", "1.00"]
     curve = curve_frame([(1, 0.5), (2, 0.25)], "loss")
     assert curve.dtypes.to_dict() == {"step": "int64", "loss": "float64"}  # numeric axes, not categories
+
+
+def test_the_anatomy_marks_a_judgment_whose_reflections_all_failed() -> None:
+    """Issue 30: stage 2 shows its parse rate and position bias, and a collapse is marked (trap: each failed
+    reflection silently counts for the anchor)."""
+    from reflectrm_app.records import JudgeResult
+    from tests.eval.test_stage2_health import BIASED, COLLAPSED
+
+    collapsed = anatomy_html(JudgeResult(judgment_id=1, judgment=COLLAPSED))
+    assert 'data-testid="stage2-failed"' in collapsed and "0 of 7 reflection(s) parsed" in collapsed
+    biased = anatomy_html(JudgeResult(judgment_id=2, judgment=BIASED))
+    assert 'data-testid="stage2-failed"' not in biased
+    assert "7 of 7 reflection(s) parsed; chose the first-presented critique 6 of 7 (86 %" in biased
+
+
+def test_the_audit_table_shows_stage_2_position_bias() -> None:
+    from reflectrm_app.records import BatchAuditReport
+    from reflectrm.audit import audit_stats
+    from tests.eval.test_stage2_health import BIASED, PAIR, judgment
+
+    subsets = tuple(audit_stats([(BIASED, judgment([1, 1, None], pair=PAIR.swapped()))]))
+    table, _, _ = audit_frames(BatchAuditReport(source="", subsets=subsets, flipped=(), seconds=0.0))
+    row = table.iloc[-1]
+    assert row["reflection parse rate"] == "90.0%"
+    assert row["stage 2 chose Critique 1 [95 % CI]"] == "88.9% [56.5, 98.0]"

@@ -106,7 +106,7 @@ STATEMENTS = [
     case("Response 1 is better than Response 1", None, BAD, id="self-comparison"),
     case("Response A is better than Response B", None, BAD, id="letters"),
     # --- anything after or around the verdict
-    case("Response 1 is better than Response 2 because it is correct.", None, BAD, id="explanation"),
+    case("Response 1 is better than Response 2 because it is correct.", 1, REP, id="explanation"),  # read since #30
     case("Response 1 is better than Response 2. Response 2 is worse than Response 1.", None, BAD, id="two-sentences"),
     case("Response 1 is better than Response 2?", None, BAD, id="question"),
     case("Response 1 is better than Response 2? No.", None, BAD, id="question-answered"),
@@ -141,6 +141,97 @@ STATEMENTS = [
 def test_statement_table(text, task, choice, status):
     out = parse_output(text, task=task)
     assert (out.choice, out.status) == (choice, status)
+
+
+# Verdicts as real judges (Qwen3, Llama) write them (issue 30): one verdict with a lead or an explanation is read;
+# a negation, a tie, a condition or a second verdict anywhere in the block still makes it invalid.
+REAL_JUDGES = [
+    # --- a lead clause before the verdict
+    case("After weighing accuracy and helpfulness, Response 2 is better than Response 1.", 2, REP, id="lead-weighing"),
+    case("Based on the analysis, Response 1 is better than Response 2.", 1, REP, id="lead-based-on"),
+    case("Considering correctness, Response 2 is better than Response 1", 2, REP, id="lead-considering"),
+    case("Taking everything into account: Response 2 is better than Response 1", 2, REP, id="lead-colon"),
+    case("- Response 2 is better than Response 1", 2, OK, id="list-bullet"),
+    # --- an explanation after it
+    case("Response 2 is better than Response 1 because it is more accurate.", 2, REP, id="because"),
+    case("Response 2 is better than Response 1, since it cites the correct formula.", 2, REP, id="since"),
+    case("Response 2 is better than Response 1 (more accurate)", 2, REP, id="parenthesis"),
+    case("Response 1 is better than Response 2 in terms of accuracy.", 1, REP, id="in-terms-of"),
+    case("Response 2 is better than Response 1 — it is correct.", 2, REP, id="em-dash"),
+    case("Response 2 is better than Response 1 overall", 2, REP, id="overall-after"),
+    case("Response 2 is better than Response 1. It is more accurate.", 2, REP, id="second-sentence"),
+    case("Response 1 is better than Response 2 because Response 2 contains an error.", 1, REP,
+         id="explanation-names-the-loser"),
+    case("Response 2 is better because it is more accurate.", 2, REP, id="better-alone-because"),
+    case("The better response is Response 2, as it answers the question.", 2, REP, id="better-is-explained"),
+    # --- labels, punctuation, word order
+    case("[Response 1] is better than [Response 2]", 1, OK, id="prompt-labels"),
+    case("Response 2 is better than Response 1。", 2, OK, id="ideographic-full-stop"),
+    case("Response 2 is better than Response 1;", 2, OK, id="semicolon"),
+    case("Response 2 is better overall than Response 1", 2, OK, id="better-overall-than"),
+    case("Response 2 is the better of the two.", 2, REP, id="better-of-the-two"),
+    case("The better of the two responses is Response 1", 1, REP, id="the-better-of-the-two-is"),
+    case("Critique 2 offers a more complete analysis. Critique 2 is better than Critique 1.", 2, REP, task=C,
+         id="paper-reflection"),
+    case("Critique 1 correctly spots the error. Therefore, Critique 1 is better than Critique 2.", 1, REP, task=C,
+         id="paper-reflection-therefore"),
+    # --- refused: a negation, tie, condition or second verdict anywhere (trap: each would be read, some inverted,
+    #     by a parser that only looks for the first verdict)
+    case("After weighing both, Response 2 is not better than Response 1.", None, BAD, id="lead-then-negation"),
+    case("Response 2 is better than Response 1 because Response 1 is not correct.", None, BAD,
+         id="negation-in-explanation"),
+    case("Response 2 is better than Response 1, but Response 1 is better at formatting.", None, BAD,
+         id="second-verdict-for-the-loser"),
+    case("Response 2 seems better at first. However, Response 1 is better than Response 2.", None, BAD,
+         id="lead-names-a-candidate-with-a-verdict-word"),
+    case("Response 2 is better than Response 1, though Response 1 is shorter.", None, BAD,
+         id="contrast-naming-the-loser"),
+    case("Response 2 is better than Response 1 because Response 1 is more verbose.", None, BAD,
+         id="loser-more"),
+    case("Response 2 is better than Response 1. Response 1 is better.", None, BAD, id="second-sentence-contradicts"),
+    case("Response 2 is better than Response 1. The first response is better.", None, BAD, id="ordinal-contradicts"),
+    case("Response 2 is better than Response 1. Actually, the other one is better.", None, BAD,
+         id="the-other-one"),
+    case("Response 2 is better than Response 1 if accuracy matters most.", None, BAD, id="conditional"),
+    case("Response 2 is better than Response 1, but they are equally helpful.", None, BAD, id="tie-in-explanation"),
+    case("Response 2 is better than Response 1, isn't it?", None, BAD, id="tag-question"),
+    case("Response 2 is better than Response 1 and Response 3.", None, BAD, id="third-candidate"),
+    case("Based on the analysis, Response 2 is better than Response 1, and Response 2 is the better one.", None, BAD,
+         id="two-agreeing-verdicts"),
+    case("Critique 2 offers a more complete analysis. Critique 1 is better than Critique 2.", None, BAD, task=C,
+         id="reflection-lead-contradicts"),
+    case("The analysis " + "goes on " * 40 + "so Response 2 is better than Response 1", None, BAD,
+         id="analysis-written-into-the-result"),  # more than MAX_STATEMENT_WORDS words
+]
+
+
+@pytest.mark.parametrize(("text", "task", "choice", "status"), REAL_JUDGES)
+def test_real_judge_verdicts(text, task, choice, status):
+    out = parse_output(text, task=task)
+    assert (out.choice, out.status) == (choice, status)
+
+
+THINKING = [
+    # trap: a <Result> written while thinking was read, and cut the analysis short
+    pytest.param("<think>Maybe <Result>Response 1 is better than Response 2</Result>? Let me check.</think>\n"
+                 "<Analysis>a</Analysis><Result>Response 2 is better than Response 1</Result>", 2, OK, "a",
+                 id="result-inside-thinking"),
+    pytest.param("I think <Analysis>draft</Analysis> works.</think><Analysis>a</Analysis>"
+                 "<Result>Response 1 is better than Response 2</Result>", 1, OK, "a", id="template-opened-thinking"),
+    pytest.param("<think>still thinking, <Result>Response 1 is better than Response 2</Result>\n"
+                 "<Analysis>a</Analysis><Result>Response 2 is better than Response 1</Result>", 2, OK, "a",
+                 id="unclosed-thinking-then-answer"),
+    pytest.param("<think>Response 1 is better than Response 2, I guess", None, ParseStatus.NO_RESULT, "",
+                 id="unclosed-thinking-only"),  # truncated while thinking: no verdict, not "nothing generated"
+    pytest.param("<think></think>\n\n<Analysis>a</Analysis><Result>Response 1 is better than Response 2</Result>",
+                 1, OK, "a", id="empty-thinking"),
+]
+
+
+@pytest.mark.parametrize(("text", "choice", "status", "analysis"), THINKING)
+def test_thinking_is_removed_before_tags(text, choice, status, analysis):
+    out = parse_output(text)
+    assert (out.choice, out.status, out.analysis) == (choice, status, analysis)
 
 
 def test_table_is_large_enough():
@@ -193,3 +284,5 @@ def test_the_documented_grammar_names_every_accepted_word():
     doc = parsing.__doc__ or ""
     assert all(f'"{w}"' in doc or f" {w}" in doc for w in ADVERBS)
     assert all(f'"{w}"' in doc for w in parsing.LEADS)
+    refused = (*parsing.NEGATIONS[:12], *parsing.TIES, *parsing.CONDITIONS, *parsing.CONTRAST_LEADS)
+    assert all(f'"{w}"' in doc for w in refused), [w for w in refused if f'"{w}"' not in doc]

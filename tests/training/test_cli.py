@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from reflectrm_app.cli import main
 from reflectrm.training.runs import RunFiles
 from tests.training.test_data import ALL_WRONG, EASY, MIXED, judged, pairs_for
@@ -46,7 +48,9 @@ def test_build_data_refuses_an_overlapping_eval_set(tmp_path, capsys):
 def test_build_data_says_what_to_give(tmp_path, capsys):
     assert main(["build-data", "--out", str(tmp_path)]) == 2
     assert "give --pairs" in capsys.readouterr().err
-    assert main(["build-data", "--judgments", str(tmp_path / "j.jsonl"), "--mix", "4/1"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # read by the flag, so argparse refuses it before any work
+        main(["build-data", "--judgments", str(tmp_path / "j.jsonl"), "--mix", "4/1"])
+    assert exit_.value.code == 2
     assert "--mix must look like 4:1" in capsys.readouterr().err
 
 
