@@ -104,6 +104,11 @@ class Batcher:
     def draining(self) -> bool:
         return self._draining
 
+    @property
+    def stopping(self) -> bool:
+        """The drain's time-out has passed: a round in flight stops at its next decode step."""
+        return self._stopping
+
     def drain(self, timeout_s: float) -> bool:
         """Refuse new jobs, finish the admitted ones within `timeout_s`, then fail the rest with `Draining`.
 
