@@ -69,12 +69,16 @@ class Batcher:
         max_queue: jobs waiting for a round; `submit` raises `Busy` beyond it.
         window_s: how long an idle worker waits after a first job for batchmates.
         round_judgments: most pairs one round judges; a larger job is judged over several rounds.
+        round_requests: most jobs one round holds (None: no limit; 1: one request at a time, the design
+            before batching, kept to measure against).
     """
 
     def __init__(self, backend: Backend, judge_config: JudgeConfig, *, max_queue: int, window_s: float = 0.01,
-                 round_judgments: int = 4096, counters: collections.Counter | None = None) -> None:
+                 round_judgments: int = 4096, round_requests: int | None = None,
+                 counters: collections.Counter | None = None) -> None:
         self.backend, self.judge_config = backend, judge_config
         self.max_queue, self.window_s, self.round_judgments = max_queue, window_s, round_judgments
+        self.round_requests = round_requests
         self.counters = counters if counters is not None else collections.Counter()
         self._waiting: collections.deque[Job] = collections.deque()
         self._running: list[Job] = []
@@ -156,7 +160,8 @@ class Batcher:
             time.sleep(self.window_s)  # the backend was idle: let the rest of a burst arrive
         with self._cond:
             jobs, room = [], self.round_judgments
-            while self._waiting and (room > 0 or not jobs):
+            most = self.round_requests or len(self._waiting)
+            while self._waiting and (room > 0 or not jobs) and len(jobs) < most:
                 job = self._waiting.popleft()
                 if job.left:
                     _fail(job, ClientLeft("the client left"))

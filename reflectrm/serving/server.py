@@ -59,6 +59,7 @@ class ServeConfig:
     token: str | None = None  # bearer token every POST must carry; None = open (bind to 127.0.0.1 then)
     batch_window_s: float = 0.01  # an idle backend waits this long after a request for batchmates
     round_judgments: int = 4096  # most judgments one batch holds; a larger backlog waits for the next
+    round_requests: int | None = None  # most requests one batch holds (1: one at a time, the old design)
     body_timeout_s: float = 30.0  # a body that stalls this long between chunks gets 408
     drain_timeout_s: float = 60.0  # on SIGTERM, how long admitted requests have to finish
 
@@ -72,7 +73,8 @@ class RewardService:
         self.config, self.record = config, record
         self.counters: Counter[str] = Counter()
         self.batcher = Batcher(backend, judge_config, max_queue=config.max_queue, window_s=config.batch_window_s,
-                               round_judgments=config.round_judgments, counters=self.counters)
+                               round_judgments=config.round_judgments, round_requests=config.round_requests,
+                               counters=self.counters)
 
     @property
     def waiting(self) -> int:
