@@ -93,7 +93,6 @@ class RewardService:
             pair = PreferencePair(conversation=pair.conversation, response_1=pair.response_1,
                                   response_2=pair.response_2, label=pair.label, id=given, source=pair.source,
                                   subset=pair.subset, tie=pair.tie)
-        self._check_prompts([pair])
 
         def finish(judgments: list[Judgment]) -> dict[str, Any]:
             [judgment] = judgments
@@ -115,7 +114,6 @@ class RewardService:
                             f"{self.config.max_judgments}: "
                             "send fewer groups per request, or cap opponents (--opponents)")
         plan = plan_rewards(prompts, groups, config=self.reward_config, references=references)
-        self._check_prompts(plan.pairs[::plan.per])  # a swapped pair's prompt is as long
 
         def finish(judgments: list[Judgment]) -> dict[str, Any]:
             rewards = plan.rewards(judgments)
@@ -128,14 +126,6 @@ class RewardService:
             return {"rewards": flat, "scores": flat, "extra_logs": {}}
 
         return Job(plan.pairs, finish)
-
-    def _check_prompts(self, pairs: Sequence[PreferencePair]) -> None:
-        """A prompt too long for the model fails its own request here, never its batch."""
-        from reflectrm.core.prompts import response_prompt
-
-        for pair in pairs:
-            self.backend.check_prompt(response_prompt(pair, control_suffix=self.judge_config.control_suffix),
-                                      max_new_tokens=self.judge_config.max_new_tokens)
 
     def drain(self) -> bool:
         """Stop admitting; finish what was admitted within `drain_timeout_s`; True when nothing was refused."""

@@ -16,7 +16,7 @@ import pytest
 
 from reflectrm.backends import ScriptedBackend
 from reflectrm.core import JudgeConfig
-from reflectrm.errors import BackendError
+from reflectrm.errors import BackendError, ContextLengthError
 from reflectrm.serving.batcher import ClientLeft
 from reflectrm.serving.rewards import RewardConfig, group_rewards
 from reflectrm.serving.server import RewardService, ServeConfig, build_app
@@ -26,7 +26,8 @@ CONFIG = JudgeConfig(n=3, max_new_tokens=8, reflection_max_new_tokens=8)
 WAIT_S = 30  # every wait is bounded
 
 
-def seeded_judge(gate: threading.Event | None = None, *, poison: str = "", down: str = "") -> ScriptedBackend:
+def seeded_judge(gate: threading.Event | None = None, *, poison: str = "", down: str = "",
+                 max_context_chars: int = 1_000_000) -> ScriptedBackend:
     """Each sample's verdict depends on its seed (so a seed that moved with batch position changes rewards).
 
     A prompt holding "BLOCK" waits for `gate`; one holding `poison` raises a bug; one holding `down` a BackendError.
@@ -43,7 +44,7 @@ def seeded_judge(gate: threading.Event | None = None, *, poison: str = "", down:
             return critique_output(1 + seed % 2)
         return response_output(1 + (seed >> 7) % 2, analysis=f"a{seed % 97}")
 
-    return ScriptedBackend(responder)
+    return ScriptedBackend(responder, max_context_chars=max_context_chars)
 
 
 def service_over(backend, **config) -> tuple[RewardService, list]:
@@ -94,17 +95,20 @@ def test_requests_waiting_together_are_judged_in_one_batch_with_the_rewards_they
     assert [n for n, _ in stored[1:]] == [12, 2 + 6, 20]  # each request stores its own judgments, both orders
 
 
-@pytest.mark.parametrize(("trap", "status"), [
-    pytest.param({"poison": "POISON"}, ValueError, id="a-bug-in-one-request"),
+@pytest.mark.parametrize(("trap", "bad_group", "error"), [
+    # a bug only this request's content triggers, mid-generation
+    pytest.param({"poison": "POISON"}, ["POISON", "b"], ValueError, id="a-bug-in-one-request"),
+    # a prompt too long for the model: judge_many's up-front check raises for the whole batch
+    pytest.param({"max_context_chars": 2000}, ["x" * 3000, "b"], ContextLengthError, id="one-prompt-too-long"),
 ])
-def test_a_bad_request_never_fails_its_batchmates(trap, status):
+def test_a_bad_request_never_fails_its_batchmates(trap, bad_group, error):
     gate = threading.Event()
-    service, _ = service_over(seeded_judge(gate, **trap))
+    service, stored = service_over(seeded_judge(gate, **trap))
     blocked(service, gate)
     good = [service.batcher.submit(service.rewards_job(p, g, None)) for p, g in REQUESTS[:2]]
-    bad = service.batcher.submit(service.rewards_job(["POISON"], [["a", "b"]], None))
+    bad = service.batcher.submit(service.rewards_job(["q"], [bad_group], None))
     gate.set()
-    with pytest.raises(status):
+    with pytest.raises(error):
         bad.future.result(WAIT_S)
     assert [job.future.result(WAIT_S)["rewards"] for job in good] == [
         group_rewards(p, g, seeded_judge(), judge_config=CONFIG) for p, g in REQUESTS[:2]]
