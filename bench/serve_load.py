@@ -30,7 +30,6 @@ import json
 import os
 import random
 import socket
-import statistics
 import sys
 import threading
 import time

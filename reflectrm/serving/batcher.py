@@ -179,7 +179,8 @@ class Batcher:
             self._judge(jobs)
         except GenerationCancelled:
             for job in jobs:
-                _fail(job, Draining("the service is shutting down") if self._stopping else ClientLeft("the client left"))
+                _fail(job, Draining("the service is shutting down") if self._stopping
+                      else ClientLeft("the client left"))
             self.counters["cancelled"] += sum(job.left for job in jobs)
         except BackendError as exc:
             if isinstance(exc, InputError) and len(jobs) > 1:  # one request's prompt too long: only it fails

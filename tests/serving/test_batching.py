@@ -6,7 +6,6 @@ waits on an event, so which requests share a batch is decided by the test, not b
 
 from __future__ import annotations
 
-import re
 import socket
 import threading
 import time

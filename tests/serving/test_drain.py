@@ -1,4 +1,7 @@
-"""SIGTERM drains the reward service (a real process): in flight answered or refused retryably, nothing half-stored, exit 0."""
+"""SIGTERM drains the reward service (a real process).
+
+In flight: answered, or refused with a retryable 503; nothing half-stored; exit 0.
+"""
 
 from __future__ import annotations
 
