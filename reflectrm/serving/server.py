@@ -97,6 +97,7 @@ class RewardService:
         def finish(judgments: list[Judgment]) -> dict[str, Any]:
             [judgment] = judgments
             out = judgment.to_dict()
+            json.dumps(out, ensure_ascii=False).encode("utf-8")  # the answer must encode before anything is stored
             if self.record is not None:
                 out["stored_id"] = self.record([judgment], False)[0]
             self.counters["judgments"] += 1
