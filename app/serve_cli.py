@@ -41,7 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--opponents", type=int, help="each completion against this many random others (default: all)")
     p.add_argument("--one-order", action="store_true", help="judge each pair in one order only (halves the cost; "
                                                              "position bias no longer cancels)")
-    p.add_argument("--max-queue", type=int, default=8, help="requests waiting before 429 (default 8)")
+    p.add_argument("--max-queue", type=int, default=64,
+                   help="requests waiting for the next batch before 429 (default 64)")
+    p.add_argument("--batch-window-ms", type=float, default=10.0,
+                   help="an idle judge waits this long after a request for others to batch with (default 10)")
+    p.add_argument("--drain-timeout-s", type=float, default=60.0,
+                   help="on SIGTERM, how long admitted requests have to finish before 503 (default 60)")
     p.add_argument("--max-judgments", type=int, default=4096, help="judgments one request may cost (default 4096)")
     add_threads_flag(p)
     add_engine_flags(p)
@@ -65,6 +70,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")
     if args.max_queue < 0 or args.max_judgments < 1:
         raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
+    if not (0 <= args.batch_window_ms <= 10_000 and 0 <= args.drain_timeout_s <= 86_400):
+        raise ConfigError("--batch-window-ms must be 0-10000 and --drain-timeout-s 0-86400")
     engine = backend_options(args)  # a bad flag fails before the model loads
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open_store(args.db)) if args.db else None
@@ -72,7 +79,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
         service = RewardService(backend, judge_config=judge_config, reward_config=reward_config,
                                 config=ServeConfig(max_queue=args.max_queue, max_judgments=args.max_judgments,
-                                                   token=token), record=record)
+                                                   token=token, batch_window_s=args.batch_window_ms / 1000,
+                                                   round_judgments=max(args.max_judgments, 1024),
+                                                   drain_timeout_s=args.drain_timeout_s), record=record)
         print(f"ReflectRM reward service on http://{args.host}:{args.port} ({backend.name}: {backend.model_id})",
               file=sys.stderr, flush=True)
         serve(service, host=args.host, port=args.port)

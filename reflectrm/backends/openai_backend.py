@@ -157,16 +157,22 @@ class OpenAIBackend:
         return _completion(payload, self.base_urls[k], want_logprobs=params.logprobs)
 
     def _get(self, path: str) -> Any:
-        url = f"{self.base_urls[0]}{path}"
-        try:
-            resp = self._client.get(url)
-        except self._httpx.HTTPError as exc:
-            raise BackendError(f"cannot reach {url} ({type(exc).__name__}): "
-                               "check --base-url and that the server is up") from exc
-        payload = _json(resp, self.base_urls[0])
-        if resp.status_code != 200:
-            raise _client_error(resp.status_code, payload, self.base_urls[0])
-        return payload
+        """GET `path` from the first server of the fleet that answers (one may be restarting)."""
+        failure: BackendError | None = None
+        for base in self.base_urls:
+            try:
+                resp = self._client.get(f"{base}{path}")
+            except self._httpx.HTTPError as exc:
+                failure = BackendError(f"cannot reach {base}{path} ({type(exc).__name__}): "
+                                       "check --base-url and that the server is up")
+                failure.__cause__ = exc
+                continue
+            payload = _json(resp, base)
+            if resp.status_code != 200:
+                raise _client_error(resp.status_code, payload, base)
+            return payload
+        assert failure is not None  # base_urls is never empty
+        raise failure
 
     def _only_model(self) -> str:
         models = [m.get("id") for m in (self._get("/models").get("data") or []) if isinstance(m, dict)]

@@ -93,14 +93,55 @@ def group_rewards(
     `on_judgments` receives the judgments as [original, swapped, original, swapped, ...] when
     `both_orders` (the store's `record(..., swapped=True)` layout), e.g. to keep them for audit.
     """
+    from reflectrm.pipeline import judge_many
+
+    plan = plan_rewards(prompts, groups, config=config, references=references)
+    judgments = list(judge_many(plan.pairs, backend, judge_config, batch_size=config.batch_size * plan.per))
+    if on_judgments is not None and judgments:
+        on_judgments(judgments)
+    return plan.rewards(judgments)
+
+
+@dataclass(frozen=True, slots=True)
+class RewardPlan:
+    """What one call's rewards need judged, and how the judgments become win rates.
+
+    The reward service judges the `pairs` of many requests' plans in one batch; each plan then
+    scores its own judgments, so a request's rewards do not depend on what shared its batch.
+    """
+
+    pairs: list[PreferencePair]  # to judge, in order: [original, swapped, ...] when both orders
+    per: int  # judgments per distinct pair (2 with both orders)
+    todo: list[tuple[Match, int]]  # each match and its distinct pair's index
+    ties: list[Match]  # matches of identical texts: a tie without a judgment
+    sizes: list[int]  # completions per group
+
+    def rewards(self, judgments: Sequence[Judgment]) -> list[list[float]]:
+        """Win rates from the judgments of `pairs` (same order)."""
+        if len(judgments) != len(self.pairs):
+            raise InputError(f"{len(judgments)} judgments for {len(self.pairs)} pairs: judge every pair of the plan")
+        wins = [[0.0] * k for k in self.sizes]
+        games = [[0] * k for k in self.sizes]
+        for match in self.ties:
+            _score(wins, games, match, TIE)
+        for match, k in self.todo:
+            for order, j in enumerate(judgments[k * self.per:(k + 1) * self.per]):
+                a_won = TIE if j.verdict is None else float(j.verdict == (1 if order == 0 else 2))
+                _score(wins, games, match, a_won)
+        return [[w / n if n else TIE for w, n in zip(ws, ns)] for ws, ns in zip(wins, games)]
+
+
+def plan_rewards(prompts: Sequence[Prompt], groups: Sequence[Sequence[str]], *, config: RewardConfig = RewardConfig(),
+                 references: Sequence[str | None] | None = None) -> RewardPlan:
+    """The pairs `group_rewards` judges: matches per group (seeded by `config.seed`), each distinct pair once."""
     if len(prompts) != len(groups):
         raise InputError(f"{len(prompts)} prompts but {len(groups)} completion groups: give one group per prompt")
     if references is not None and len(references) != len(groups):
         raise InputError(f"{len(references)} references for {len(groups)} groups: give one per prompt (null for none)")
     rng = random.Random(config.seed)
-    wins = [[0.0] * len(g) for g in groups]
-    games = [[0] * len(g) for g in groups]
-    todo: list[tuple[Match, PreferencePair]] = []
+    per = 2 if config.both_orders else 1
+    plan = RewardPlan([], per, [], [], [len(g) for g in groups])
+    unique: dict[str, int] = {}  # a policy often repeats itself: each distinct pair is judged once
     for g, (prompt, group) in enumerate(zip(prompts, groups)):
         conversation = conversation_of(prompt)
         reference = references[g] if references is not None else None
@@ -109,33 +150,15 @@ def group_rewards(
         for a, b in pairs:
             text_b = reference if b == -1 else group[b]
             if group[a] == text_b:  # identical texts: a tie by definition, no judgment needed
-                _score(wins, games, Match(g, a, b), TIE)
+                plan.ties.append(Match(g, a, b))
                 continue
             pair = PreferencePair(conversation=conversation, response_1=group[a], response_2=text_b,
                                   id=f"g{g}:{a}:{b}", source="reward")
-            todo.append((Match(g, a, b), pair))
-    _judge(todo, backend, judge_config, config, wins, games, on_judgments)
-    return [[w / n if n else TIE for w, n in zip(ws, ns)] for ws, ns in zip(wins, games)]
-
-
-def _judge(todo, backend, judge_config, config, wins, games, on_judgments) -> None:  # noqa: ANN001
-    from reflectrm.pipeline import judge_many
-
-    per = 2 if config.both_orders else 1
-    unique: dict[str, int] = {}  # a policy often repeats itself: each distinct pair is judged once
-    expanded: list[PreferencePair] = []
-    for _, pair in todo:
-        if pair.fingerprint() not in unique:
-            unique[pair.fingerprint()] = len(unique)
-            expanded.extend((pair, pair.swapped()) if config.both_orders else (pair,))
-    judgments = list(judge_many(expanded, backend, judge_config, batch_size=config.batch_size * per))
-    for match, pair in todo:
-        k = unique[pair.fingerprint()]
-        for order, j in enumerate(judgments[k * per:(k + 1) * per]):
-            a_won = TIE if j.verdict is None else float(j.verdict == (1 if order == 0 else 2))
-            _score(wins, games, match, a_won)
-    if on_judgments is not None and judgments:
-        on_judgments(judgments)
+            if pair.fingerprint() not in unique:
+                unique[pair.fingerprint()] = len(unique)
+                plan.pairs.extend((pair, pair.swapped()) if config.both_orders else (pair,))
+            plan.todo.append((Match(g, a, b), unique[pair.fingerprint()]))
+    return plan
 
 
 def _score(wins: list[list[float]], games: list[list[int]], match: Match, a_won: float) -> None:

@@ -1,25 +1,33 @@
 """`reflectrm serve`: ReflectRM over HTTP, as the reward model of an RL run (FastAPI + uvicorn).
 
-    POST /v1/judge     {"query" | "messages", "response_1", "response_2", "label"?} -> a Judgment's to_dict()
+    POST /v1/judge     {"query" | "messages", "response_1", "response_2", "label"?, "id"?} -> a Judgment's to_dict()
     POST /v1/rewards   {"prompts": [...], "completions": [[...] per prompt], "references"?: [...]}
                        -> {"rewards": [[...] per prompt]}   (win rates, `reflectrm.serving.rewards`)
     POST /get_reward   OpenRLHF's remote reward model: {"query": [prompt + response], "prompts": [...],
                        "labels"?: [...]} -> {"rewards": [...], "scores": [...]}; equal prompts form a group,
                        a non-empty label is the reference answer
-    GET  /health       {"status": "ok", "model", "backend", "queued"}
-    GET  /metrics      Prometheus text: requests, judgments, rejections, generation seconds
+    GET  /health       {"status": "ok" | "draining", "model", "backend", "queued"} (503 while draining)
+    GET  /metrics      Prometheus text: requests, judgments, rejections, batches, generation seconds
 
-One request generates at a time (the backend batches inside it); up to `max_queue` more wait, and
-the next gets 429 at once. A backend failure (an upstream server down) is 503; bad input is 400 or
-413, each with {"error": one line}. With a token, every POST needs `Authorization: Bearer TOKEN`.
+Requests are batched across clients (`reflectrm.serving.batcher`): those that arrive while the
+backend is busy, or within `batch_window_s` when it is idle, are judged together in one stage-1 and
+one stage-2 batch, each answered with its own result, identical to what it gets alone. Up to
+`max_queue` requests wait for the next batch; the next gets 429 with Retry-After at once. A body is
+counted while it streams (413 past `max_body_bytes`, chunked or not; 408 when it stalls for
+`body_timeout_s`). A client that disconnects is dropped from the queue, and its batch stops when no
+batchmate remains. SIGTERM drains: no new work (503 + Retry-After, /health "draining"), admitted
+requests are answered within `drain_timeout_s` (the rest get 503 + Retry-After, nothing of theirs
+stored), then the process exits 0. A backend failure (an upstream server down) is 503; bad input is
+400 or 413, each with {"error": one line}. With a token, every POST needs `Authorization: Bearer TOKEN`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,91 +36,108 @@ from typing import Any
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
-from reflectrm.errors import BackendError, InputError, ReflectRMError, require
-from reflectrm.serving.rewards import Grouped, RewardConfig, group_by_prompt, group_rewards, judgments_needed
+from reflectrm.errors import BackendError, Cancelled, InputError, ReflectRMError, require
+from reflectrm.serving.batcher import Batcher, Busy, Draining, Job
+from reflectrm.serving.rewards import (Grouped, RewardConfig, completion_text, conversation_of, group_by_prompt,
+                                       judgments_needed, plan_rewards)
 
 log = logging.getLogger(__name__)
 
 Record = Callable[[Sequence[Judgment], bool], list[int]]
 """Stores judgments (`swapped=True`: [original, swapped] pairs); returns their ids (the store's `record`)."""
 
+RETRY_AFTER_S = 1  # what a 429 or a draining 503 tells the client to wait
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServeConfig:
     """Limits of the reward service."""
 
-    max_body_bytes: int = 8 << 20  # larger requests get 413
+    max_body_bytes: int = 8 << 20  # larger requests get 413 (counted while the body streams)
     max_judgments: int = 4096  # judgments one request may cost (see rewards.judgments_needed); more: 413
-    max_queue: int = 8  # requests waiting behind the one generating; the next gets 429
+    max_queue: int = 64  # requests waiting for the next batch; the next gets 429
     token: str | None = None  # bearer token every POST must carry; None = open (bind to 127.0.0.1 then)
-
-
-class _Busy(Exception):
-    pass
+    batch_window_s: float = 0.01  # an idle backend waits this long after a request for batchmates
+    round_judgments: int = 4096  # most judgments one batch holds; a larger backlog waits for the next
+    round_requests: int | None = None  # most requests one batch holds (1: one at a time, the old design)
+    body_timeout_s: float = 30.0  # a body that stalls this long between chunks gets 408
+    drain_timeout_s: float = 60.0  # on SIGTERM, how long admitted requests have to finish
 
 
 class RewardService:
-    """The service behind the routes: admission, one generation at a time, recording, counters."""
+    """The service behind the routes: validation, admission, batching (`Batcher`), recording, counters."""
 
     def __init__(self, backend: Backend, *, judge_config: JudgeConfig, reward_config: RewardConfig,
                  config: ServeConfig, record: Record | None = None) -> None:
         self.backend, self.judge_config, self.reward_config = backend, judge_config, reward_config
         self.config, self.record = config, record
-        self._slots = threading.BoundedSemaphore(config.max_queue + 1)
-        self._generating = threading.Lock()
         self.counters: Counter[str] = Counter()
-        self.waiting = 0
-        self._lock = threading.Lock()
+        self.batcher = Batcher(backend, judge_config, max_queue=config.max_queue, window_s=config.batch_window_s,
+                               round_judgments=config.round_judgments, round_requests=config.round_requests,
+                               counters=self.counters)
 
-    def run(self, work: Callable[[], Any]) -> Any:
-        """Run `work` when the backend is free; `_Busy` when the queue is full."""
-        if not self._slots.acquire(blocking=False):
-            raise _Busy
-        try:
-            with self._lock:
-                self.waiting += 1
-            with self._generating:
-                with self._lock:
-                    self.waiting -= 1
-                started = time.perf_counter()
-                try:
-                    return work()
-                finally:
-                    self.counters["generation_seconds"] += time.perf_counter() - started
-        finally:
-            self._slots.release()
+    @property
+    def waiting(self) -> int:
+        return self.batcher.queued
 
-    def judge(self, payload: dict[str, Any]) -> dict[str, Any]:
-        from reflectrm.pipeline import judge_many
-
+    def judge_job(self, payload: Any) -> Job:
+        """/v1/judge: one pair, answered with its judgment's anatomy (and `stored_id` with a store)."""
+        payload = _object(payload)
         _refuse_unknown(payload, JUDGE_FIELDS, "/v1/judge")
+        for name in ("response_1", "response_2"):
+            if name in payload and not isinstance(payload[name], str):
+                raise InputError(f"{name!r} must be a string, got {_kind(payload[name])}")
         pair = PreferencePair.from_dict(payload)
-        [judgment] = self.run(lambda: list(judge_many([pair], self.backend, self.judge_config)))
-        count_judgments(self.counters, [judgment])
-        out = judgment.to_dict()
-        if self.record is not None:
-            out["stored_id"] = self.record([judgment], False)[0]
-        return out
+        given = _given_id(payload.get("id"))
+        if given is not None and pair.id != given:  # 0, false, 0.0 are ids: keep them, not a content hash
+            pair = PreferencePair(conversation=pair.conversation, response_1=pair.response_1,
+                                  response_2=pair.response_2, label=pair.label, id=given, source=pair.source,
+                                  subset=pair.subset, tie=pair.tie)
 
-    def rewards(self, prompts: Sequence[Any], groups: Sequence[Sequence[str]],
-                references: Sequence[str | None] | None) -> list[list[float]]:
+        def finish(judgments: list[Judgment]) -> dict[str, Any]:
+            [judgment] = judgments
+            out = judgment.to_dict()
+            json.dumps(out, ensure_ascii=False).encode("utf-8")  # the answer must encode before anything is stored
+            if self.record is not None:
+                out["stored_id"] = self.record([judgment], False)[0]
+            count_judgments(self.counters, [judgment])
+            return out
+
+        return Job([pair], finish)
+
+    def rewards_job(self, prompts: Sequence[Any], groups: Sequence[Sequence[str]],
+                    references: Sequence[str | None] | None, *, grouped: Grouped | None = None) -> Job:
+        """/v1/rewards (and /get_reward with `grouped`): each completion's win rate in its group."""
         cost = sum(judgments_needed(len(g), config=self.reward_config, reference=bool(references and references[k]))
                    for k, g in enumerate(groups))
         if cost > self.config.max_judgments:
             raise _TooLarge(f"this request needs up to {cost} judgments, over the limit of "
                             f"{self.config.max_judgments}: "
                             "send fewer groups per request, or cap opponents (--opponents)")
-        return self.run(lambda: group_rewards(prompts, groups, self.backend, judge_config=self.judge_config,
-                                              config=self.reward_config, references=references,
-                                              on_judgments=self._keep))
+        plan = plan_rewards(prompts, groups, config=self.reward_config, references=references)
 
-    def _keep(self, judgments: list[Judgment]) -> None:
-        count_judgments(self.counters, judgments)
-        if self.record is not None:
-            self.record(judgments, self.reward_config.both_orders)
+        def finish(judgments: list[Judgment]) -> dict[str, Any]:
+            rewards = plan.rewards(judgments)
+            if self.record is not None and judgments:
+                self.record(judgments, self.reward_config.both_orders)  # all of a request's judgments, or none
+            count_judgments(self.counters, judgments)
+            if grouped is None:
+                return {"rewards": rewards}
+            flat = grouped.flatten(rewards)
+            return {"rewards": flat, "scores": flat, "extra_logs": {}}
+
+        return Job(plan.pairs, finish)
+
+    def drain(self) -> bool:
+        """Stop admitting; finish what was admitted within `drain_timeout_s`; True when nothing was refused."""
+        return self.batcher.drain(self.config.drain_timeout_s)
 
 
 class _TooLarge(InputError):
+    pass
+
+
+class _Stalled(InputError):
     pass
 
 
@@ -126,6 +151,8 @@ def openrlhf_groups(payload: dict[str, Any]) -> Grouped:
     labels = payload.get("labels")
     if labels is not None and (not isinstance(labels, list) or len(labels) != len(queries)):
         raise InputError('"labels" must be a list as long as "query" (null or "" for no reference)')
+    if labels is not None and not all(x is None or isinstance(x, str) for x in labels):
+        raise InputError('"labels" must hold strings (null or "" for no reference)')
     # OpenRLHF sends the prompt and the response as one text: the response is what follows the prompt
     responses = [(q[len(p):] if q.startswith(p) else q).strip() for q, p in zip(queries, prompts)]
     return group_by_prompt(prompts, responses, labels)
@@ -133,6 +160,7 @@ def openrlhf_groups(payload: dict[str, Any]) -> Grouped:
 
 JUDGE_FIELDS = ("query", "messages", "response_1", "response_2", "label", "tie", "id", "source", "subset")
 REWARDS_FIELDS = ("prompts", "completions", "references")
+OPENRLHF_FIELDS = ("query", "prompts", "labels")
 
 
 def _refuse_unknown(payload: dict[str, Any], fields: Sequence[str], route: str) -> None:
@@ -143,99 +171,237 @@ def _refuse_unknown(payload: dict[str, Any], fields: Sequence[str], route: str) 
                          "(--n, --strategy, --seed, ...) are the server's, set by `reflectrm serve`")
 
 
-def _rewards_request(payload: dict[str, Any]) -> tuple[list[Any], list[list[str]], list[str | None] | None]:
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _object(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, dict):
+        raise InputError(f"the body must be a JSON object, got {_kind(payload)}: check the request's JSON")
+    return payload
+
+
+def _given_id(value: Any) -> str | None:
+    """The client's id as text (0, false, 0.0 included: JSON's spelling); None when absent or empty."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (dict, list)):
+        raise InputError(f"'id' must be a string or a number, got {_kind(value)}")
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _prompt(value: Any, k: int) -> Any:
+    """A prompt: a string, or {"role", "content"} messages ending in a user turn."""
+    ok = isinstance(value, str) or (isinstance(value, list) and value and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value))
+    if not ok:
+        raise InputError(f'prompts[{k}] must be a string or a list of {{"role", "content"}} messages of strings, '
+                         f"got {_kind(value)}")
+    conversation_of(value)  # a conversation must end in a user turn: one line here, not a failed batch
+    return value
+
+
+def _completion(value: Any, k: int, i: int) -> str:
+    """A completion: a string, or messages whose last one holds the text (TRL's conversational format)."""
+    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value) \
+            and isinstance(value[-1].get("content"), str):
+        return completion_text(value)
+    if not isinstance(value, str):
+        raise InputError(f"completions[{k}][{i}] must be a string or a list of messages, got {_kind(value)}")
+    return value
+
+
+def _rewards_request(payload: Any) -> tuple[list[Any], list[list[str]], list[str | None] | None]:
+    payload = _object(payload)
     _refuse_unknown(payload, REWARDS_FIELDS, "/v1/rewards")
     prompts, completions = payload.get("prompts"), payload.get("completions")
     if not isinstance(prompts, list) or not isinstance(completions, list):
         raise InputError('send {"prompts": [...], "completions": [[...] per prompt]}')
-    if any(not isinstance(g, list) or not all(isinstance(c, str) for c in g) for g in completions):
+    if any(not isinstance(g, list) for g in completions):
         raise InputError('"completions" must be a list of lists of strings, one list per prompt')
+    if len(prompts) != len(completions):
+        raise InputError(f"{len(prompts)} prompts but {len(completions)} completion groups: give one group per prompt")
+    prompts = [_prompt(p, k) for k, p in enumerate(prompts)]
+    groups = [[_completion(c, k, i) for i, c in enumerate(g)] for k, g in enumerate(completions)]
     references = payload.get("references")
-    if references is not None and not isinstance(references, list):
-        raise InputError('"references" must be a list (one string or null per prompt)')
-    return prompts, completions, references
+    if references is not None:
+        if not isinstance(references, list) or len(references) != len(prompts):
+            raise InputError(f'"references" must be a list of {len(prompts)} (one string or null per prompt)')
+        if not all(r is None or isinstance(r, str) for r in references):
+            raise InputError('"references" must hold strings or null (one per prompt)')
+    return prompts, groups, references
+
+
+def parse_json(body: bytes) -> Any:
+    """The body's JSON, or one line saying what is wrong with it (never a traceback)."""
+    try:
+        payload = json.loads(body)
+    except RecursionError as exc:
+        raise InputError("the body's JSON nests too deeply: send a flat JSON object") from exc
+    except ValueError as exc:  # bad JSON, bad UTF-8, an integer of thousands of digits
+        raise InputError(f"the body is not valid JSON ({str(exc).splitlines()[0][:160]}): check the request") from exc
+    try:
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end]
+        raise InputError(f"a string holds a lone surrogate ({bad.encode('unicode_escape').decode()}): "
+                         "send text as valid UTF-8 (a surrogate only in a \\ud800-\\udbff + \\udc00-\\udfff pair)"
+                         ) from exc
+    return payload
 
 
 def build_app(service: RewardService) -> Any:
     """The FastAPI application over `service`."""
     fastapi = require("fastapi", extra="ui")
-    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, PlainTextResponse
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import ClientDisconnect, Request
 
     app = fastapi.FastAPI(title="ReflectRM reward service", docs_url=None, redoc_url=None)
+    config = service.config
 
-    def error(status: int, message: str, **headers: str) -> Any:
+    def error(status: int, message: str, *, retry: bool = False) -> Any:
         service.counters[f"rejected_{status}"] += 1
-        return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if retry else None
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
 
-    @app.middleware("http")
-    async def guard(request: Any, call_next: Any) -> Any:
-        service.counters["requests"] += 1
-        if request.method == "POST":
-            token = service.config.token
-            sent = request.headers.get("authorization", "")
-            if token and not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-                return error(401, "missing or wrong bearer token: send Authorization: Bearer <token>")
-            size = int(request.headers.get("content-length") or 0)
-            if size > service.config.max_body_bytes:
-                return error(413, f"request body is {size} bytes, over the limit of {service.config.max_body_bytes}")
-        return await call_next(request)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Any, exc: Any) -> Any:
-        return error(400, "the body must be a JSON object: check the request's JSON")
-
-    def answer(work: Callable[[], Any]) -> Any:
-        try:
-            return work()
-        except _Busy:
-            return error(429, f"busy: {service.config.max_queue} requests already queued; retry later",
-                         **{"Retry-After": "1"})
-        except _TooLarge as exc:
+    def refusal(exc: BaseException) -> Any:
+        """Every failure as its status and one line (the order matters: a ContextLengthError is an InputError)."""
+        if isinstance(exc, Busy):
+            return error(429, f"busy: {config.max_queue} requests already queued; retry later", retry=True)
+        if isinstance(exc, Draining):
+            return error(503, "draining: this server is shutting down; retry (on another server, or after its "
+                              "restart)", retry=True)
+        if isinstance(exc, _TooLarge):
             return error(413, str(exc))
-        except InputError as exc:  # ContextLengthError included
+        if isinstance(exc, _Stalled):
+            return error(408, str(exc))
+        if isinstance(exc, Cancelled):
+            return error(499, "the client left before its rewards were judged")
+        if isinstance(exc, InputError) or (isinstance(exc, ReflectRMError) and not isinstance(exc, BackendError)):
             return error(400, str(exc))
-        except BackendError as exc:
+        if isinstance(exc, BackendError):
             return error(503, f"the judge's backend failed: {exc}")
-        except ReflectRMError as exc:
-            return error(400, str(exc))
+        log.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        return error(500, f"internal error ({type(exc).__name__}: {str(exc)[:200]}): see the server's log")
 
-    @app.post("/v1/judge")
-    def judge(payload: dict[str, Any] = fastapi.Body(...)) -> Any:
-        return answer(lambda: service.judge(payload))
+    async def read_body(request: Request) -> bytes:
+        """The body, counted as it streams: chunked or not, no more than `max_body_bytes` is ever held."""
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > config.max_body_bytes):
+            raise _TooLarge(f"request body is {declared} bytes, over the limit of {config.max_body_bytes}")
+        chunks, size = [], 0
+        stream = request.stream().__aiter__()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(stream.__anext__(), config.body_timeout_s)
+            except StopAsyncIteration:
+                return b"".join(chunks)
+            except asyncio.TimeoutError:
+                raise _Stalled(f"the body stalled for {config.body_timeout_s:g}s: send the whole request at once")
+            size += len(chunk)
+            if size > config.max_body_bytes:
+                raise _TooLarge(f"request body is over the limit of {config.max_body_bytes} bytes")
+            chunks.append(chunk)
 
-    @app.post("/v1/rewards")
-    def rewards(payload: dict[str, Any] = fastapi.Body(...)) -> Any:
-        return answer(lambda: {"rewards": service.rewards(*_rewards_request(payload))})
+    async def handle(request: Request, make_job: Callable[[Any], Job]) -> Any:
+        service.counters["requests"] += 1
+        token, sent = config.token, request.headers.get("authorization", "")
+        if token and not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            return error(401, "missing or wrong bearer token: send Authorization: Bearer <token>")
+        try:
+            if service.batcher.draining:
+                raise Draining("the service is shutting down")
+            body = await read_body(request)
+            job = await run_in_threadpool(lambda: make_job(parse_json(body)))  # CPU work off the event loop
+            service.batcher.submit(job)
+        except ClientDisconnect:
+            service.counters["disconnected"] += 1
+            return error(499, "the client left while sending its request")
+        except Exception as exc:  # noqa: BLE001 - every failure is one line, never a traceback
+            return refusal(exc)
+        return await answer(request, job)
 
-    @app.post("/get_reward")
-    def openrlhf(payload: dict[str, Any] = fastapi.Body(...)) -> Any:
-        def work() -> dict[str, Any]:
-            grouped = openrlhf_groups(payload)
-            flat = grouped.flatten(service.rewards(grouped.prompts, grouped.groups, grouped.references))
-            return {"rewards": flat, "scores": flat, "extra_logs": {}}
+    async def answer(request: Request, job: Job) -> Any:
+        """Wait for the job; a client that leaves meanwhile cancels it (its batchmates go on)."""
+        result = asyncio.wrap_future(job.future)
+        result.add_done_callback(lambda f: f.cancelled() or f.exception())  # read, even when nobody waits
+        while not result.done():
+            await asyncio.wait({result}, timeout=0.25)
+            if not result.done() and await request.is_disconnected():
+                job.cancel()
+                service.counters["disconnected"] += 1
+                return error(499, "the client left before its rewards were judged")
+        if result.exception() is not None:
+            return refusal(result.exception())
+        return JSONResponse(result.result())
 
-        return answer(work)
+    async def judge(request: Request) -> Any:
+        return await handle(request, service.judge_job)
+
+    async def rewards(request: Request) -> Any:
+        return await handle(request, lambda payload: service.rewards_job(*_rewards_request(payload)))
+
+    async def openrlhf(request: Request) -> Any:
+        def job(payload: Any) -> Job:
+            grouped = openrlhf_groups(_object(payload))
+            return service.rewards_job(grouped.prompts, grouped.groups, grouped.references, grouped=grouped)
+
+        return await handle(request, job)
+
+    # plain Starlette routes: each reads its own body (streamed and counted), so FastAPI's parsing is bypassed
+    app.add_route("/v1/judge", judge, methods=["POST"])
+    app.add_route("/v1/rewards", rewards, methods=["POST"])
+    app.add_route("/get_reward", openrlhf, methods=["POST"])
 
     @app.get("/health")
     def health() -> Any:
-        return {"status": "ok", "model": service.backend.model_id, "backend": service.backend.name,
-                "queued": service.waiting}
+        service.counters["requests"] += 1
+        draining = service.batcher.draining
+        return JSONResponse({"status": "draining" if draining else "ok", "model": service.backend.model_id,
+                             "backend": service.backend.name, "queued": service.waiting},
+                            status_code=503 if draining else 200)
 
     @app.get("/metrics")
     def metrics() -> Any:
+        service.counters["requests"] += 1
         lines = [f"reflectrm_{name}_total {value:g}" for name, value in sorted(service.counters.items())]
         lines += reflection_parse_rate_lines(service.counters)
         lines.append(f"reflectrm_queued {service.waiting}")
+        lines.append(f"reflectrm_draining {int(service.batcher.draining)}")
         return PlainTextResponse("\n".join(lines) + "\n")
 
     return app
 
 
 def serve(service: RewardService, *, host: str, port: int) -> None:
-    """Run the service with uvicorn until interrupted."""
+    """Run the service with uvicorn; SIGTERM or Ctrl-C drains it (`RewardService.drain`), a second one stops at once."""
     uvicorn = require("uvicorn", extra="ui")
-    uvicorn.run(build_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=30)
+    server = draining_server(uvicorn.Config(build_app(service), host=host, port=port, log_level="warning",
+                                            timeout_keep_alive=30, timeout_graceful_shutdown=10), service)
+    server.run()
+
+
+def draining_server(config: Any, service: RewardService) -> Any:
+    """A uvicorn server whose first SIGTERM/SIGINT drains the service before it stops, then exits normally (0)."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if service.batcher.draining:  # a second signal: stop now
+                self.should_exit = True
+                self.force_exit = True
+                return
+            threading.Thread(target=self._drain, name="reflectrm-drain", daemon=True).start()
+
+        def _drain(self) -> None:
+            finished = service.drain()
+            log.warning("drained: %s", "every admitted request answered" if finished else
+                        "requests past the drain time-out were refused with 503 + Retry-After")
+            self.should_exit = True  # uvicorn exits normally: the signal is not re-raised, so the status is 0
+
+    return DrainingServer(config)
 
 
 def count_judgments(counters: Counter[str], judgments: Sequence[Judgment]) -> None:

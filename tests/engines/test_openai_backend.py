@@ -138,3 +138,13 @@ def test_check_prompt_uses_the_served_context(server):
     b.check_prompt(PROMPT, max_new_tokens=100)
     with pytest.raises(ContextLengthError, match="context is 4096 tokens"):
         b.check_prompt((ChatMessage("user", "x" * 40000),), max_new_tokens=100)
+
+
+def test_a_server_of_the_fleet_restarting_costs_no_sample(server):
+    # an upstream vLLM restarting under load: its requests retry on the other servers, none lost, none twice
+    restarting = FakeServer()
+    restarting.close()  # its port now refuses connections, as during a restart
+    b = backend(restarting, server, max_retries=1)
+    [row] = b.generate([GenerationRequest(PROMPT, tuple(range(8)))], SAMPLE)
+    assert [c.text.split()[0] for c in row] == [f"seed{k}" for k in range(8)]
+    assert sorted(body["seed"] for body in server.bodies) == list(range(8))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -80,17 +81,55 @@ def test_judge_rewards_openrlhf_health_metrics(start):
 BAD = [
     pytest.param("/v1/judge", {"query": "q"}, 400, "missing field 'response_1'", id="judge-missing-response"),
     pytest.param("/v1/rewards", {"prompts": ["q"]}, 400, "completions", id="rewards-no-completions"),
-    pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", 3]]}, 400, "lists of strings",
-                 id="rewards-not-strings"),
+    pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", 3]]}, 400,
+                 "completions[0][1] must be a string or a list of messages, got a number", id="rewards-not-strings"),
     pytest.param("/v1/rewards", {"prompts": ["q", "r"], "completions": [["a"]]}, 400, "2 prompts but 1", id="mismatch"),
     pytest.param("/get_reward", {"query": ["a"], "prompts": []}, 400, "equal length", id="openrlhf-mismatch"),
     pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [[str(i) * (i + 1) for i in range(40)]]}, 413,
                  "needs up to 1560 judgments", id="too-many-judgments"),
     pytest.param("/v1/judge", [1, 2], 400, "JSON object", id="not-an-object"),
+    # issue 27: each of these was a 500 "Internal Server Error", uncounted in /metrics
+    pytest.param("/v1/rewards", {"prompts": [7], "completions": [["a", "b"]]}, 400,
+                 "prompts[0] must be a string or a list", id="prompt-a-number"),
+    pytest.param("/v1/rewards", {"prompts": [{"role": "user"}], "completions": [["a", "b"]]}, 400,
+                 "prompts[0] must be a string or a list", id="prompt-an-object"),
+    pytest.param("/v1/rewards", {"prompts": [[{"role": "user", "content": 3}]], "completions": [["a", "b"]]}, 400,
+                 "messages of strings", id="prompt-message-not-text"),
+    pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", {"x": 1}]]}, 400,
+                 "completions[0][1] must be a string or a list of messages, got an object", id="completion-object"),
+    pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", [{"role": "assistant"}]]]}, 400,
+                 "completions[0][1] must be a string", id="completion-message-without-text"),
+    pytest.param("/v1/rewards", {"prompts": ["q", "r"], "completions": [["a", "b"], ["c", "d"]], "references": ["x"]},
+                 400, '"references" must be a list of 2', id="references-shorter-than-groups"),
+    pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", "b"]], "references": [5]},
+                 400, "references\" must hold strings", id="reference-a-number"),
+    pytest.param("/get_reward", {"query": ["qa", "qb"], "prompts": ["q", "q"], "labels": [1, 2]}, 400,
+                 '"labels" must hold strings', id="openrlhf-label-number"),
+    pytest.param("/v1/judge", {"query": "q", "response_1": 5, "response_2": "b"}, 400, "'response_1' must be a string",
+                 id="judge-response-a-number"),
+    pytest.param("/v1/judge", {"query": "q", "response_1": "a", "response_2": "b", "id": {"x": 1}}, 400,
+                 "'id' must be a string or a number", id="judge-id-an-object"),
     pytest.param("/v1/judge", {"query": "q", "response_1": "a", "response_2": "b", "n": 16}, 400,
                  "unknown field 'n': /v1/judge takes query, messages", id="judge-setting-not-ignored"),
     pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", "b"]], "opponent": 1}, 400,
                  "unknown field 'opponent'", id="rewards-misspelt-field"),
+]
+
+# Raw bodies: what a JSON encoder would never send (the trap: json.loads succeeds, the answer's encoding fails)
+RAW = [
+    pytest.param("/v1/judge", r'{"query": "q", "response_1": "a\ud800", "response_2": "b"}', r"lone surrogate (\ud800)",
+                 id="judge-lone-surrogate"),
+    pytest.param("/v1/judge", r'{"query": "q", "response_1": "a", "response_2": "b", "id": "\udfff"}', "lone surrogate",
+                 id="judge-id-lone-surrogate"),
+    pytest.param("/v1/rewards", r'{"prompts": ["\ud83d"], "completions": [["a", "b"]]}', "lone surrogate",
+                 id="rewards-lone-surrogate"),
+    pytest.param("/v1/rewards", '{"prompts": ["q"], "completions": [["a", "b"]], "references": [' + "9" * 5000 + "]}",
+                 "not valid JSON (Exceeds the limit", id="integer-of-5000-digits"),
+    pytest.param("/v1/judge", '{"query": "q", "response_1": "a", "response_2": "b", "id": ' + "1" * 5000 + "}",
+                 "not valid JSON", id="id-of-5000-digits"),
+    pytest.param("/v1/judge", "[" * 100_000 + "]" * 100_000, "nests too deeply", id="deep-nesting"),
+    pytest.param("/v1/judge", b'{"query": "\xff"}'.decode("unicode_escape").encode("latin-1"), "not valid JSON",
+                 id="bad-utf8"),
 ]
 
 
@@ -99,6 +138,47 @@ def test_bad_requests(start, path, body, status, message):
     url, _, _ = start(longer_wins(), max_judgments=1000)
     r = httpx.post(url + path, json=body)
     assert r.status_code == status and message in r.json()["error"]
+    assert f"reflectrm_rejected_{status}_total 1" in httpx.get(f"{url}/metrics").text
+
+
+@pytest.mark.parametrize(("path", "body", "message"), RAW)
+def test_bad_bodies_are_one_line_400s_and_nothing_is_stored(start, path, body, message):
+    url, _, recorded = start(longer_wins())
+    r = httpx.post(url + path, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and message in r.json()["error"] and "\n" not in r.json()["error"]
+    assert recorded == [] and "reflectrm_rejected_400_total 1" in httpx.get(f"{url}/metrics").text
+
+
+@pytest.mark.parametrize("given", [pytest.param(0, id="zero"), pytest.param(False, id="false"),
+                                   pytest.param(0.0, id="zero-float"), pytest.param("0", id="zero-string")])
+def test_a_falsy_id_is_kept_as_given(start, given):
+    # the trap: str(d.get("id") or "") replaced these with a content hash, so an answer could not be joined
+    url, _, _ = start(longer_wins())
+    j = httpx.post(f"{url}/v1/judge", json={"query": "q", "response_1": "a", "response_2": "bb", "id": given}).json()
+    assert j["pair"]["id"] == (given if isinstance(given, str) else json.dumps(given))
+
+
+def test_a_chunked_body_over_the_limit_is_413_without_being_read_whole(start):
+    # the trap: only Content-Length was checked, so a chunked body was read (and parsed) whole, then 400
+    url, service, _ = start(longer_wins(), max_body_bytes=1000)
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as s:
+        s.sendall(b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        for _ in range(3):  # 3000 bytes of a body that never ends: the answer cannot wait for its end
+            s.sendall(b"3e8\r\n" + b" " * 1000 + b"\r\n")
+        reply = s.recv(4096).decode()
+    assert reply.startswith("HTTP/1.1 413") and "over the limit of 1000 bytes" in reply
+    assert service.counters["rejected_413"] == 1
+
+
+def test_a_body_that_stalls_gets_408(start):
+    url, _, _ = start(longer_wins(), body_timeout_s=0.5)
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as s:
+        s.sendall(b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{")  # headers, then one byte of 100, then nothing
+        reply = s.recv(4096).decode()
+    assert reply.startswith("HTTP/1.1 408") and "stalled for 0.5s" in reply
+    assert httpx.get(f"{url}/health").json()["status"] == "ok"
 
 
 def test_body_limit_token_and_backend_failure(start):
