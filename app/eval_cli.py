@@ -10,7 +10,6 @@ Rerunning the same `eval` command resumes its run: pairs already stored are not 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -121,10 +120,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from reflectrm_app.eval_runs import Evaluations
     from reflectrm_db.services import JudgmentStore
 
-    from reflectrm.eval.report import compare_markdown
+    from reflectrm.eval.report import compare_markdown, dumps
 
     with JudgmentStore.open(args.db, create=False) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
-    print(json.dumps(result, indent=2) if args.json else compare_markdown(result))
+    print(dumps(result) if args.json else compare_markdown(result))
     return 0

@@ -24,6 +24,7 @@ from reflectrm.eval.benchmarks import Benchmark, load_benchmark
 from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.compare import compare_items
 from reflectrm.eval.readers import read_pairs
+from reflectrm.eval.report import json_safe
 from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report
 
@@ -105,7 +106,8 @@ class Evaluations:
             raise
         stopped = should_stop()
         metrics = self.report(run_id, bench=bench)
-        self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=metrics)
+        # stored as strict JSON: PostgreSQL's JSON refuses NaN, and so do the app's clients
+        self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=json_safe(metrics))
         return self.get(run_id)
 
     def get(self, run_id: int) -> EvalRunRecord:
