@@ -5,22 +5,26 @@
 Formats: JSONL, a JSON array, CSV (a UTF-8 byte-order mark, as Excel writes it, is dropped), Parquet,
 and a folder written by `datasets`' `save_to_disk`. Column names may hold spaces. Every row is
 validated before anything is returned: a malformed row raises `InputError` naming the file and
-the row (its line in a JSONL file, its 1-based position in the other formats).
+the row (its line in a JSONL file, its 1-based position in the other formats). Every read is bounded
+before it happens (`reflectrm.inputs`): a FIFO or device is refused at once, a line or a file past its
+bound is refused after reading the bound, and Parquet is checked from its metadata and read in batches.
+An id is kept as written (`0`, `false` and `0.0` are ids, never replaced by a content hash).
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from reflectrm.core.types import PreferencePair
+from reflectrm.core.types import MAX_PAIR_CHARS, PreferencePair, id_text
 from reflectrm.errors import InputError, require
 from reflectrm.eval.labels import read_label
+from reflectrm.inputs import MAX_ROWS, byte_lines, decode, loads, open_regular, read_text
 
 PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
@@ -30,6 +34,7 @@ SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv
 _OPTIONAL = ("id", "messages", "label", "source", "subset")
 
 Row = dict[str, Any]
+_PARQUET_BATCH = 4096  # rows converted to Python at a time
 
 
 def file_kind(path: Path) -> str | None:
@@ -49,14 +54,22 @@ def read_rows(path: Path, *, split: str | None = None) -> Iterator[tuple[int, Ro
         InputError: the path is missing, of an unknown type, or not readable as its type.
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise InputError(f"data file {str(path)!r} does not exist: check the path")
     kind = file_kind(path)
     if kind is None:
         raise InputError(f"{path.name}: unknown file type: give .jsonl, .json, .csv, .parquet or a `datasets` folder")
     if kind == "datasets":
-        return _datasets_rows(path, split)
-    return {"jsonl": _jsonl_rows, "json": _json_rows, "csv": _csv_rows, "parquet": _parquet_rows}[kind](path)
+        return _bounded(path, _datasets_rows(path, split))
+    return _bounded(path, {"jsonl": _jsonl_rows, "json": _json_rows, "csv": _csv_rows,
+                           "parquet": _parquet_rows}[kind](path))
+
+
+def _bounded(path: Path, rows: Iterator[tuple[int, Row]]) -> Iterator[tuple[int, Row]]:
+    for count, item in enumerate(rows, 1):
+        if count > MAX_ROWS:
+            raise InputError(f"{path}: over {MAX_ROWS:,} rows: split the file")
+        yield item
 
 
 def read_pairs(
@@ -133,8 +146,8 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
     if "label" in out:
         label, tie = read_label(out.pop("label"), labels)
         out["label"], out["tie"] = label, tie
-    if "id" in out and not isinstance(out["id"], str):
-        out["id"] = str(out["id"])
+    if "id" in out:
+        out["id"] = id_text(out["id"])
     out.setdefault("source", default_source)
     return out
 
@@ -146,32 +159,21 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _open_text(path: Path) -> Any:
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8-sig")
-
-
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    with _open_text(path) as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: row {number}: not valid JSON ({exc.msg}): fix or remove the line") from exc
-            if not isinstance(row, dict):
-                raise InputError(f"{path}: row {number}: a row must be a JSON object, got {type(row).__name__}")
-            yield number, row
+    for number, raw in byte_lines(path):
+        line = decode(raw, where=f"{path}: row {number}")
+        if number == 1:
+            line = line.removeprefix("\ufeff")  # the byte-order mark Notepad and Excel write
+        if not line.strip():
+            continue
+        row = loads(line, where=f"{path}: row {number}")
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: row {number}: a row must be a JSON object, got {type(row).__name__}")
+        yield number, row
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    try:
-        with _open_text(path) as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}): fix the file") from exc
+    data = loads(read_text(path), where=str(path))
     if not isinstance(data, list):
         raise InputError(f"{path}: a .json file must hold an array of objects, got {type(data).__name__}: "
                          "write an array, or JSONL with one object a line")
@@ -181,29 +183,50 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Row]]:
         yield number, row
 
 
+def _csv_text(path: Path) -> Iterator[str]:
+    for number, raw in byte_lines(path):
+        text = decode(raw, where=f"{path}: line {number}")
+        yield text.removeprefix("\ufeff") if number == 1 else text  # Excel's byte-order mark is not a column name
+
+
 def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:  # utf-8-sig: Excel's byte-order mark is not a column name
-        reader = csv.DictReader(fh, strict=True)
-        try:
-            for number, row in enumerate(reader, 1):
-                if None in row:
-                    raise InputError(
-                        f"{path}: row {number}: more cells than header columns: quote cells that hold commas"
-                    )
-                if any(v is None for v in row.values()):
-                    raise InputError(f"{path}: row {number}: fewer cells than header columns: fill every column")
-                yield number, row
-        except csv.Error as exc:
-            raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc}): fix the quoting") from exc
+    # a cell may hold a whole pair: the csv module's default 128 KB cell limit refused pairs far under the cap
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_PAIR_CHARS))
+    reader = csv.DictReader(_csv_text(path), strict=True)
+    try:
+        for number, row in enumerate(reader, 1):
+            if None in row:
+                raise InputError(
+                    f"{path}: row {number}: more cells than header columns: quote cells that hold commas"
+                )
+            if any(v is None for v in row.values()):
+                raise InputError(f"{path}: row {number}: fewer cells than header columns: fill every column")
+            yield number, row
+    except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise InputError(f"{path}: line {reader.line_num}: a cell is over {MAX_PAIR_CHARS:,} characters, more "
+                             "than a whole pair may hold: shorten it (or check for an unclosed quote)") from None
+        raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc}): fix the quoting") from None
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
     pq = require("pyarrow.parquet", extra="store")
+    fh = open_regular(path)
     try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError / ArrowInvalid
-        raise InputError(f"{path}: not a readable Parquet file ({exc}): export it again") from exc
-    yield from enumerate(table.to_pylist(), 1)
+        with fh:
+            parquet = pq.ParquetFile(fh)
+            rows = parquet.metadata.num_rows
+            if rows > MAX_ROWS:  # from the footer, before a row is read: 20 million rows fit in 196 KB
+                raise InputError(f"{path}: {rows:,} rows, over the limit of {MAX_ROWS:,}: split the file")
+            number = 0
+            for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH):
+                for row in batch.to_pylist():
+                    number += 1
+                    yield number, row
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError / ArrowInvalid (InputError is caught above it)
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{path}: not a readable Parquet file ({exc}): export it again") from None
 
 
 def _datasets_rows(path: Path, split: str | None) -> Iterator[tuple[int, Row]]:
@@ -218,4 +241,6 @@ def _datasets_rows(path: Path, split: str | None) -> Iterator[tuple[int, Row]]:
         if chosen not in loaded:
             raise InputError(f"{path} holds splits {', '.join(names)}: pick one with --split")
         loaded = loaded[chosen]
+    if len(loaded) > MAX_ROWS:
+        raise InputError(f"{path}: {len(loaded):,} rows, over the limit of {MAX_ROWS:,}: select fewer and save again")
     yield from enumerate(loaded, 1)
