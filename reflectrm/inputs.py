@@ -112,20 +112,24 @@ def decode(raw: bytes, *, where: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+        raise InputError(f"{_at(where)}not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
                          "save the file as UTF-8") from None
 
 
 def loads(text: str | bytes, *, where: str) -> Any:
-    """`json.loads`, every failure an `InputError` naming `where` (bad JSON, a huge integer, deep nesting)."""
+    """`json.loads`, every failure an `InputError` naming `where` ("" names nothing: the caller adds the row)."""
     try:
         return json.loads(text, parse_int=_int)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}): fix or remove it") from None
+        raise InputError(f"{_at(where)}not valid JSON ({exc.msg} at column {exc.colno}): fix or remove it") from None
     except RecursionError:
-        raise InputError(f"{where}: JSON nested too deeply to be a pair: fix or remove it") from None
+        raise InputError(f"{_at(where)}JSON nested too deeply to be a pair: fix or remove it") from None
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise InputError(f"{_at(where)}{exc}") from None
+
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""
 
 
 def _int(text: str) -> int:

@@ -433,6 +433,18 @@ def load_benchmark(name: str, path: Path | None = None) -> Benchmark:
     return spec.loader(path)
 
 
+BOTH_ORDERS_BY_DEFAULT = ("judgebench",)
+"""Benchmarks whose official protocol judges every pair in both orders (JudgeBench: right only if right in both)."""
+
+
+def limit_units(bench: Benchmark) -> tuple[int, str]:
+    """(units, what a unit is) for `--limit`: a best-of-N or RM-Bench group where pairs are grouped, else a pair."""
+    groups = {str(bench.meta.get(p.id, {}).get("group", p.id)) for p in bench.pairs}
+    if len(groups) == len(bench.pairs):
+        return len(groups), "pairs"
+    return len(groups), "groups (a best-of-N prompt or RM-Bench prompt: all its pairs)"
+
+
 def select(bench: Benchmark, *, subset: str | None = None, limit: int | None = None, seed: int = 0) -> Benchmark:
     """Keep a subset (exact name or a prefix ending in '/') and at most `limit` units, drawn with `seed`.
 

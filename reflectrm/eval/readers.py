@@ -17,13 +17,15 @@ import csv
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reflectrm.core.types import MAX_PAIR_CHARS, PreferencePair, id_text
+from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text
 from reflectrm.errors import InputError, require
-from reflectrm.eval.labels import read_label
+from reflectrm.eval.labels import check_scheme, read_label
 from reflectrm.inputs import MAX_ROWS, byte_lines, decode, loads, open_regular, read_text
 
 PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
@@ -32,6 +34,8 @@ PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
             ".jsonl.gz": "jsonl"}
 _OPTIONAL = ("id", "messages", "label", "source", "subset")
+JOINABLE = ("query", "label")
+"""Fields that may name several columns joined by '+' (`query=instruction+input`, `label=a1+a2+a3`)."""
 
 Row = dict[str, Any]
 _PARQUET_BATCH = 4096  # rows converted to Python at a time
@@ -72,6 +76,31 @@ def _bounded(path: Path, rows: Iterator[tuple[int, Row]]) -> Iterator[tuple[int,
         yield item
 
 
+@dataclass(frozen=True, slots=True)
+class PairFile:
+    """The pairs read from a file, and the rows skipped (with `skip_invalid`) as (row number, reason)."""
+
+    pairs: list[PreferencePair]
+    skipped: list[tuple[int, str]]
+
+    def label_counts(self) -> dict[str, int]:
+        """Pairs per label: first, second, tie, none (so a wrong --labels mapping shows at once)."""
+        return label_counts(self.pairs)
+
+
+def label_counts(pairs: Iterable[PreferencePair]) -> dict[str, int]:
+    """{"first": n, "second": n, "tie": n, "none": n} over `pairs`."""
+    counts = dict.fromkeys(("first", "second", "tie", "none"), 0)
+    for p in pairs:
+        counts["tie" if p.tie else {1: "first", 2: "second"}.get(p.label, "none")] += 1  # type: ignore[arg-type]
+    return counts
+
+
+def format_counts(counts: Mapping[str, int]) -> str:
+    """`labels: first 3, second 2, tie 1, none 0`."""
+    return "labels: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
 def read_pairs(
     path: Path,
     *,
@@ -85,25 +114,49 @@ def read_pairs(
     Raises:
         InputError: as `read_rows`, or the file is empty, a row is malformed, or two rows share an id.
     """
+    return load_pairs(path, mapping=mapping, labels=labels, source=source, split=split).pairs
+
+
+def load_pairs(
+    path: Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    labels: str = "auto",
+    source: str | None = None,
+    split: str | None = None,
+    skip_invalid: bool = False,
+) -> PairFile:
+    """`read_pairs` with its skipped rows: strict by default; `skip_invalid` skips each invalid row with its reason.
+
+    Raises:
+        InputError: as `read_pairs` (with `skip_invalid`, only for the file as a whole, or no valid row).
+    """
     path = Path(path)
     mapping = dict(mapping or {})
+    check_scheme(labels)  # a bad --labels fails before a row is read
     default_source = source if source is not None else path.name.split(".")[0]
     pairs: list[PreferencePair] = []
+    skipped: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
     for number, row in read_rows(path, split=split):
         try:
+            if isinstance(row, InputError):
+                raise row
             pair = PreferencePair.from_dict(record(row, mapping, labels=labels, default_source=default_source))
+            if pair.id in seen:
+                raise InputError(f"id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id")
         except InputError as exc:
-            raise InputError(f"{path}: row {number}: {exc}") from exc
-        if pair.id in seen:
-            raise InputError(
-                f"{path}: row {number}: id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id"
-            )
+            if not skip_invalid:
+                raise InputError(f"{path}: row {number}: {exc}") from None
+            skipped.append((number, str(exc)))
+            continue
         seen[pair.id] = number
         pairs.append(pair)
     if not pairs:
-        raise InputError(f"{path} holds no rows: add rows with a query, response_1 and response_2")
-    return pairs
+        why = f" ({len(skipped)} invalid row(s) skipped, the first: row {skipped[0][0]}: {skipped[0][1]})" \
+            if skipped else ""
+        raise InputError(f"{path} holds no valid rows{why}: add rows with a query, response_1 and response_2")
+    return PairFile(pairs=pairs, skipped=skipped)
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
@@ -126,10 +179,23 @@ def parse_mapping(text: str | None) -> dict[str, str]:
 
 
 def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, default_source: str) -> dict[str, Any]:
-    """The pair fields of one row, named as `PreferencePair.from_dict` expects, the label read by `labels`."""
+    """The pair fields of one row, named as `PreferencePair.from_dict` expects, the label read by `labels`.
+
+    `query=instruction+input` joins the non-empty cells into the prompt (blank line between);
+    `label=annotator1+annotator2+annotator3` takes the annotators' majority, a tie when they split.
+    """
     out: dict[str, Any] = {}
     for field in PAIR_FIELDS:
         column = mapping.get(field, field)
+        if column not in row and field in JOINABLE and "+" in column:
+            parts = [c.strip() for c in column.split("+")]
+            if missing := [c for c in parts if c not in row]:
+                raise InputError(f"no column {missing[0]!r} (from --map {field}={column}): fix the mapping or the file")
+            if field == "label":
+                out["label"], out["tie"] = majority([read_label(_clean(row[c]), labels) for c in parts])
+            else:
+                out[field] = "\n\n".join(str(v) for c in parts if (v := _clean(row[c])) not in (None, ""))
+            continue
         if column not in row:
             if field in mapping:
                 raise InputError(f"no column {column!r} (from --map {field}={column}): fix the mapping or the file")
@@ -138,18 +204,49 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
         if value is None or (value == "" and field in _OPTIONAL):  # an empty CSV cell is a missing value
             continue
         out[field] = value
+    if _truthy(_clean(row.get("tie"))) and "tie" not in out:  # `tie: true` as `judge --input` reads it
+        if out.get("label") not in (None, "", "tie"):
+            raise InputError(f"'tie' is true but label is {out['label']!r}: drop one")
+        out.pop("label", None)
+        out["tie"] = True
     if isinstance(out.get("messages"), str):
         try:
             out["messages"] = json.loads(out["messages"])
         except json.JSONDecodeError as exc:
             raise InputError(f"'messages' is not a JSON list ({exc.msg}): give a list of {{role, content}}") from exc
-    if "label" in out:
+    if "label" in out and "tie" not in out:
         label, tie = read_label(out.pop("label"), labels)
         out["label"], out["tie"] = label, tie
     if "id" in out:
         out["id"] = id_text(out["id"])
     out.setdefault("source", default_source)
     return out
+
+
+def majority(votes: Sequence[tuple[Choice | None, bool]]) -> tuple[Choice | None, bool]:
+    """Several annotators' (label, tie) as one: the most-voted side or tie; a tie when the top is shared.
+
+    Empty cells do not vote; no votes at all is unlabelled.
+    """
+    tally = Counter("tie" if tie else label for label, tie in votes if tie or label is not None)
+    if not tally:
+        return None, False
+    (top, count), *rest = tally.most_common()
+    if top == "tie" or (rest and rest[0][1] == count):
+        return None, True
+    return top, False  # type: ignore[return-value]
+
+
+def _truthy(value: Any) -> bool:
+    if value is None or value is False or value == "":
+        return False
+    if value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes")):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "0", "no"):
+        return False
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    raise InputError(f"'tie' must be true or false, got {value!r}")
 
 
 def _clean(value: Any) -> Any:
@@ -159,16 +256,21 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row | InputError]]:
+    """Rows, or the `InputError` of a row that is not one (a caller skipping invalid rows reads on)."""
     for number, raw in byte_lines(path):
-        line = decode(raw, where=f"{path}: row {number}")
-        if number == 1:
-            line = line.removeprefix("\ufeff")  # the byte-order mark Notepad and Excel write
-        if not line.strip():
+        try:
+            line = decode(raw, where="")
+            if number == 1:
+                line = line.removeprefix("\ufeff")  # the byte-order mark Notepad and Excel write
+            if not line.strip():
+                continue
+            row = loads(line, where="")
+            if not isinstance(row, dict):
+                raise InputError(f"a row must be a JSON object, got {type(row).__name__}")
+        except InputError as exc:
+            yield number, exc
             continue
-        row = loads(line, where=f"{path}: row {number}")
-        if not isinstance(row, dict):
-            raise InputError(f"{path}: row {number}: a row must be a JSON object, got {type(row).__name__}")
         yield number, row
 
 
@@ -196,12 +298,11 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
     try:
         for number, row in enumerate(reader, 1):
             if None in row:
-                raise InputError(
-                    f"{path}: row {number}: more cells than header columns: quote cells that hold commas"
-                )
-            if any(v is None for v in row.values()):
-                raise InputError(f"{path}: row {number}: fewer cells than header columns: fill every column")
-            yield number, row
+                yield number, InputError("more cells than header columns: quote cells that hold commas")
+            elif any(v is None for v in row.values()):
+                yield number, InputError("fewer cells than header columns: fill every column")
+            else:
+                yield number, row
     except csv.Error as exc:
         if "field larger than field limit" in str(exc):
             raise InputError(f"{path}: line {reader.line_num}: a cell is over {MAX_PAIR_CHARS:,} characters, more "
