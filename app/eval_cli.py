@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--benchmark file: skip invalid rows (each reported) instead of refusing the file")
     p.add_argument("--map", dest="mapping", default="", help="--benchmark file: FIELD=COLUMN,... (spaces allowed)")
     p.add_argument("--labels", default="auto", metavar="SCHEME",
-                   help=f"--benchmark file: how label values are meant: {', '.join(LABEL_SCHEMES)}, or {LABEL_MAP_HELP}")
+                   help=f"--benchmark file: how label values are meant: {', '.join(LABEL_SCHEMES)}, "
+                        f"or {LABEL_MAP_HELP}")
     p.add_argument("--strategies", default="reflectrm",
                    help=f"comma-separated, or 'all' ({','.join(DEFAULT_STRATEGIES)})")
     p.add_argument("--both-orders", action=argparse.BooleanOptionalAction, default=None,

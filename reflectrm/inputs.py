@@ -86,7 +86,8 @@ def byte_lines(path: Path, *, max_line: int = MAX_LINE_BYTES, max_total: int = M
                                  f"{MAX_PAIR_CHARS:,} characters can take: is this the right file?")
             total += len(line)
             if total > max_total:
-                raise InputError(f"{path}: over the limit of {max_total:,} bytes (read up to line {number}): split the file")
+                raise InputError(f"{path}: over the limit of {max_total:,} bytes (read up to line {number}): "
+                                 "split the file")
             yield number, line
 
 

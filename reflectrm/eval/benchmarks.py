@@ -12,7 +12,6 @@ LLMBar) keep it. Rows that are not valid pairs (an empty response, say) are drop
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -24,6 +23,7 @@ from reflectrm.core.types import ChatMessage, PreferencePair
 from reflectrm.errors import InputError, require
 from reflectrm.eval.labels import read_label
 from reflectrm.eval.readers import read_rows
+from reflectrm.inputs import loads, read_text
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,7 @@ def _conversation(prompt: Any) -> tuple[Any, ...]:
 
 
 def _json(path: Path) -> Any:
-    with path.open(encoding="utf-8") as fh:
-        return json.load(fh)
+    return loads(read_text(path), where=str(path))  # bounded, and a FIFO or device is refused unread
 
 
 def _need(path: Path | None, what: str) -> Path:

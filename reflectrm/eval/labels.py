@@ -58,7 +58,7 @@ def check_scheme(scheme: str) -> None:
 
 @functools.lru_cache(maxsize=32)  # read once per file, not once per cell
 def parse_value_map(text: str) -> dict[str, tuple[Choice | None, bool]]:
-    """`"0=1,1=2,2=tie"` -> {"0": (1, False), "1": (2, False), "2": (None, True)}; values compared as `_key` writes them."""
+    """`"0=1,1=2,2=tie"` -> {"0": (1, False), "1": (2, False), "2": (None, True)}, keys written by `_key`."""
     out: dict[str, tuple[Choice | None, bool]] = {}
     for item in text.split(","):
         value, sep, meaning = (part.strip() for part in item.partition("="))

@@ -55,7 +55,23 @@ def read_rows(path: Path, *, split: str | None = None) -> Iterator[tuple[int, Ro
     """(row number, row) for every row of a file or saved `datasets` folder.
 
     Raises:
-        InputError: the path is missing, of an unknown type, or not readable as its type.
+        InputError: the path is missing, of an unknown type, or not readable as its type, or a row is not one.
+    """
+    return _raising(path, rows_or_errors(path, split=split))  # the path is checked now, the rows as they come
+
+
+def _raising(path: Path, rows: Iterator[tuple[int, Row | InputError]]) -> Iterator[tuple[int, Row]]:
+    for number, row in rows:
+        if isinstance(row, InputError):
+            raise InputError(f"{path}: row {number}: {row}")
+        yield number, row
+
+
+def rows_or_errors(path: Path, *, split: str | None = None) -> Iterator[tuple[int, Row | InputError]]:
+    """As `read_rows`, but a row that is not one (bad JSON, wrong cell count) comes as its `InputError`.
+
+    Raises:
+        InputError: the file as a whole cannot be read (missing, unknown type, not a regular file, past a bound).
     """
     path = Path(path)
     if not os.path.lexists(path):
@@ -138,7 +154,7 @@ def load_pairs(
     pairs: list[PreferencePair] = []
     skipped: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
-    for number, row in read_rows(path, split=split):
+    for number, row in rows_or_errors(path, split=split):
         try:
             if isinstance(row, InputError):
                 raise row

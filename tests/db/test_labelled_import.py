@@ -82,8 +82,9 @@ def test_a_pandalm_style_file_joins_instruction_and_input_and_takes_the_annotato
             {"idx": 1, "instruction": "Say hi", "input": "", "output_1": "hi", "output_2": "hello",
              "annotator1": 0, "annotator2": 1, "annotator3": 2}]
     path = _jsonl(tmp_path / "pandalm.jsonl", rows)
-    pairs = read_pairs(path, labels="012", mapping={"id": "idx", "query": "instruction+input", "response_1": "output_1",
-                                                     "response_2": "output_2", "label": "annotator1+annotator2+annotator3"})
+    mapping = {"id": "idx", "query": "instruction+input", "response_1": "output_1", "response_2": "output_2",
+               "label": "annotator1+annotator2+annotator3"}
+    pairs = read_pairs(path, labels="012", mapping=mapping)
     assert [p.query for p in pairs] == ["Translate\n\nbonjour", "Say hi"]  # an empty input adds nothing
     assert [(p.id, p.label, p.tie) for p in pairs] == [("0", 1, False), ("1", None, True)]
 
