@@ -31,7 +31,7 @@ DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else .
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval` and `compare` to the `reflectrm` parser."""
     p = sub.add_parser("eval", help="evaluate a judge on a benchmark or a labelled file, with intervals",
-                       description="Evaluate: accuracy with 95 % bootstrap intervals, both orders, strategies "
+                       description="Evaluate: accuracy with 95 % Wilson intervals, both orders, strategies "
                                    "sharing one rollout pass, calibration; stored, resumable, reported.")
     p.add_argument("--benchmark", required=True, choices=[*BENCHMARKS, "file"],
                    help="a benchmark, or 'file' for any labelled file given with --data")
