@@ -1,6 +1,6 @@
 """`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.eval_runs.Evaluations`.
 
-    reflectrm eval --benchmark judgebench --data ../shared/data --both-orders --strategies reflectrm,greedy --out out/
+    reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
     reflectrm compare 3 4 [--strategy reflectrm] [--json]
 
@@ -10,7 +10,6 @@ Rerunning the same `eval` command resumes its run: pairs already stored are not 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -21,8 +20,9 @@ from reflectrm.backends import BACKENDS
 from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import InputError
-from reflectrm.eval.benchmarks import BENCHMARKS
-from reflectrm.eval.labels import LABEL_SCHEMES
+from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, limit_units
+from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
+from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
 
 DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
@@ -31,26 +31,37 @@ DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else .
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval` and `compare` to the `reflectrm` parser."""
     p = sub.add_parser("eval", help="evaluate a judge on a benchmark or a labelled file, with intervals",
-                       description="Evaluate: accuracy with 95 % bootstrap intervals, both orders, strategies "
+                       description="Evaluate: accuracy with 95 % Wilson intervals, both orders, strategies "
                                    "sharing one rollout pass, calibration; stored, resumable, reported.")
     p.add_argument("--benchmark", required=True, choices=[*BENCHMARKS, "file"],
                    help="a benchmark, or 'file' for any labelled file given with --data")
     p.add_argument("--data", type=Path, help="local file or folder (a data root holding every benchmark works); "
                                              "without it, Hub benchmarks are read from the Hub")
     p.add_argument("--subset", help="one subset (or a prefix ending in '/')")
-    p.add_argument("--limit", type=int, help="at most N pairs (best-of-N groups count as one), drawn with --seed")
+    p.add_argument("--limit", type=int, help="at most N units, drawn with --sample-seed: a unit is a pair, or a whole "
+                                             "group where the score needs one (a best-of-N prompt; an RM-Bench "
+                                             "prompt is 9 pairs)")
+    p.add_argument("--sample-seed", type=int, default=0,
+                   help="the --limit draw (default 0); apart from --seed, so two judge seeds see the same pairs")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="--benchmark file: skip invalid rows (each reported) instead of refusing the file")
     p.add_argument("--map", dest="mapping", default="", help="--benchmark file: FIELD=COLUMN,... (spaces allowed)")
-    p.add_argument("--labels", default="auto", choices=sorted(LABEL_SCHEMES), help="--benchmark file: label scheme")
+    p.add_argument("--labels", default="auto", metavar="SCHEME",
+                   help=f"--benchmark file: how label values are meant: {', '.join(LABEL_SCHEMES)}, "
+                        f"or {LABEL_MAP_HELP}")
     p.add_argument("--strategies", default="reflectrm",
                    help=f"comma-separated, or 'all' ({','.join(DEFAULT_STRATEGIES)})")
-    p.add_argument("--both-orders", action="store_true", help="also judge every pair swapped (paper Table 5)")
+    p.add_argument("--both-orders", action=argparse.BooleanOptionalAction, default=None,
+                   help="also judge every pair swapped (paper Table 5); default on for judgebench, whose official "
+                        "protocol it is, off otherwise")
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
     p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
     p.add_argument("--backend", default="transformers", choices=BACKENDS,
                    help="generation backend (default transformers)")
     p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="judge seed and --limit draw (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="the judge's sampling seed (default 0); the --limit draw is "
+                                                        "--sample-seed")
     p.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
     p.add_argument("--skip-unanimous", action="store_true", help="skip stage 2 when all samples agree")
     p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
@@ -74,10 +85,25 @@ def request_from_args(args: argparse.Namespace) -> Any:
     from reflectrm_app.eval_runs import EvalRequest
     from reflectrm_db.importing import parse_mapping
 
-    plan = EvalPlan(strategies=parse_strategies(args.strategies), both_orders=args.both_orders,
+    both = args.both_orders if args.both_orders is not None else args.benchmark in BOTH_ORDERS_BY_DEFAULT
+    plan = EvalPlan(strategies=parse_strategies(args.strategies), both_orders=both,
                     too_long=args.too_long, batch_size=args.batch_size)
     return EvalRequest(benchmark=args.benchmark, data=args.data, subset=args.subset, limit=args.limit,
-                       mapping=parse_mapping(args.mapping), labels=args.labels, plan=plan, seed=args.seed)
+                       mapping=parse_mapping(args.mapping), labels=args.labels, plan=plan, seed=args.sample_seed,
+                       skip_invalid=args.skip_invalid)
+
+
+def describe_data(request: Any, bench: Any) -> list[str]:
+    """What `eval` is about to judge: the --limit draw in its unit, skipped rows, and the pairs per label."""
+    lines = []
+    if request.limit is not None:
+        units, unit = limit_units(bench)
+        lines.append(f"--limit {request.limit}: {units} {unit}, {len(bench.pairs)} pairs "
+                     f"(drawn with --sample-seed {request.seed})")
+    if bench.dropped:
+        lines.append(f"skipped {bench.dropped} invalid row(s): {bench.dropped_reason}")
+    lines.append(format_counts(label_counts(bench.pairs)) + f" ({len(bench.pairs)} pairs)")
+    return lines
 
 
 def _stop_on_sigterm(stop: threading.Event) -> None:
@@ -98,7 +124,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
                          reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)
-    request.load()  # bad data or a bad subset fails before a model is loaded
+    bench = request.load()  # bad data or a bad subset fails before a model is loaded
+    for line in describe_data(request, bench):
+        print(line, file=sys.stderr)
     stop = threading.Event()
     _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:
@@ -121,10 +149,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from reflectrm_app.eval_runs import Evaluations
     from reflectrm_db.services import JudgmentStore
 
-    from reflectrm.eval.report import compare_markdown
+    from reflectrm.eval.report import compare_markdown, dumps
 
     with JudgmentStore.open(args.db, create=False) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
-    print(json.dumps(result, indent=2) if args.json else compare_markdown(result))
+    print(dumps(result) if args.json else compare_markdown(result))
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import Benchmark, load_benchmark
 from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.compare import compare_items
-from reflectrm.eval.readers import read_pairs
+from reflectrm.eval.readers import load_pairs
+from reflectrm.eval.report import json_safe
 from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report
 
@@ -39,7 +40,7 @@ class EvalRequest:
         limit: at most this many units (pairs, or best-of-N groups), drawn with `seed`.
         mapping / labels: the generic reader's column mapping and label scheme (benchmark "file").
         plan: strategies, orders, too-long policy, batch size.
-        seed: the draw for `limit` (and the bootstrap).
+        seed: the draw for `limit` (`--sample-seed`), apart from the judge's own seed.
     """
 
     benchmark: str
@@ -51,6 +52,7 @@ class EvalRequest:
     plan: EvalPlan = field(default_factory=EvalPlan)
     seed: int = 0
     pairs: tuple[PreferencePair, ...] = ()  # given pairs (a stored data set) instead of reading `data`
+    skip_invalid: bool = False  # benchmark "file": skip invalid rows (reported by `load`'s caller) instead of failing
 
     def load(self) -> Benchmark:
         if self.pairs:
@@ -58,8 +60,10 @@ class EvalRequest:
         elif self.benchmark == "file":
             if self.data is None:
                 raise InputError("--benchmark file needs --data PATH: the labelled file to evaluate on")
-            pairs = read_pairs(self.data, mapping=self.mapping, labels=self.labels)
-            bench = Benchmark(name=f"file:{self.data.name}", pairs=tuple(pairs), source=str(self.data))
+            read = load_pairs(self.data, mapping=self.mapping, labels=self.labels, skip_invalid=self.skip_invalid)
+            bench = Benchmark(name=f"file:{self.data.name}", pairs=tuple(read.pairs), source=str(self.data),
+                              dropped=len(read.skipped),
+                              dropped_reason="; ".join(f"row {n}: {why}" for n, why in read.skipped[:20]))
         else:
             bench = load_benchmark(self.benchmark, self.data)
         return select_pairs(bench, subset=self.subset, limit=self.limit, seed=self.seed)
@@ -68,7 +72,7 @@ class EvalRequest:
         return {"benchmark": self.benchmark, "data": str(self.data.resolve()) if self.data else "", "subset": self.subset or "",
                 "limit": self.limit, "mapping": dict(self.mapping), "labels": self.labels, "seed": self.seed,
                 "strategies": list(self.plan.strategies), "both_orders": self.plan.both_orders,
-                "too_long": self.plan.too_long}
+                "too_long": self.plan.too_long, **({"skip_invalid": True} if self.skip_invalid else {})}
 
 
 class Evaluations:
@@ -90,6 +94,7 @@ class Evaluations:
         bench = request.load()
         settings = {**request.to_dict(), "scoring": bench.scoring, "judge": config.to_dict()}
         key = _run_key(settings, backend)
+        settings["pairs_fingerprint"] = pairs_fingerprint(bench.pairs)  # for `compare`; not in the key (resumes)
         values = {"model": backend.model_id, "model_revision": backend.model_revision, "benchmark": bench.name,
                   "data": bench.source, "partial": bench.partial, "config": settings,
                   "items_total": len(bench.pairs) * (2 if request.plan.both_orders else 1)}
@@ -105,7 +110,8 @@ class Evaluations:
             raise
         stopped = should_stop()
         metrics = self.report(run_id, bench=bench)
-        self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=metrics)
+        # stored as strict JSON: PostgreSQL's JSON refuses NaN, and so do the app's clients
+        self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=json_safe(metrics))
         return self.get(run_id)
 
     def get(self, run_id: int) -> EvalRunRecord:
@@ -134,6 +140,7 @@ class Evaluations:
         With `strategy_b`, run A's `strategy` is compared with run B's `strategy_b` (the same run may be
         given twice: "does reflectrm beat majority@15 on the same pairs?").
         """
+        _check_same_pairs(self.get(run_a), self.get(run_b))
         items_a, items_b = self.items(run_a), self.items(run_b)
         if strategy_b is not None:
             if strategy is None:
@@ -143,6 +150,22 @@ class Evaluations:
             items_b = [replace(i, strategy=name) for i in items_b if i.strategy == strategy_b]
             strategy = name
         return compare_items(items_a, items_b, strategy=strategy, run_a=run_a, run_b=run_b)
+
+
+def pairs_fingerprint(pairs: Sequence[PreferencePair]) -> str:
+    """A sha256 of the pairs a run judges: each id with its content, label and tie, in id order.
+
+    Ids alone do not tell two files apart (both number their rows 0, 1, 2, ...): the content does.
+    """
+    rows = sorted([p.id, p.fingerprint(), p.label, p.tie] for p in pairs)
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _check_same_pairs(a: EvalRunRecord, b: EvalRunRecord) -> None:
+    fa, fb = a.config.get("pairs_fingerprint"), b.config.get("pairs_fingerprint")
+    if fa and fb and fa != fb:
+        raise InputError(f"runs {a.id} and {b.id} judged different pairs (data fingerprints {fa[:12]} and {fb[:12]}): "
+                         "compare runs over the same data, --subset, --limit and --sample-seed")
 
 
 def _run_key(settings: Mapping[str, Any], backend: Any) -> str:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES
-from reflectrm_db.importing import parse_mapping
+from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES, LABEL_MAP_HELP
+from reflectrm_db.importing import format_counts, load_pair_file, parse_mapping
 
 if TYPE_CHECKING:
     from reflectrm_db.services import JudgmentStore
@@ -34,10 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="",
         help=f"FIELD=COLUMN,... for fields {', '.join(IMPORT_FIELDS)} (e.g. query=question,response_1=a)",
     )
-    p.add_argument("--labels", default="auto", choices=sorted(IMPORT_LABEL_SCHEMES),
-                   help="how label numbers are meant: " + "; ".join(f"{k}: {v}" for k, v in IMPORT_LABEL_SCHEMES.items()))
+    p.add_argument("--labels", default="auto", metavar="SCHEME",
+                   help="how label values are meant: " + "; ".join(f"{k}: {v}" for k, v in IMPORT_LABEL_SCHEMES.items())
+                   + f"; {LABEL_MAP_HELP}")
     p.add_argument("--split", help="the split of a `datasets` folder that holds several (default: test)")
     p.add_argument("--source", help="source name for rows without one (default: the file name)")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="skip invalid rows (each reported with its row number and reason) instead of importing none")
     p.add_argument("--db", help=DB_HELP)
     p.set_defaults(func=cmd_import)
 
@@ -79,10 +82,16 @@ def _store(url: str | None, *, create: bool = True) -> JudgmentStore:
 
 def cmd_import(args: argparse.Namespace) -> int:
     mapping = parse_mapping(args.mapping)
+    # the file is read and validated before the store is opened: a failed import creates no store file
+    read = load_pair_file(args.file, mapping=mapping, source=args.source, labels=args.labels, split=args.split,
+                          skip_invalid=args.skip_invalid)
+    for number, reason in read.skipped:
+        print(f"skipped row {number}: {reason}", file=sys.stderr)
     with _store(args.db) as store:
-        report = store.import_pairs(args.file, mapping=mapping, source=args.source, labels=args.labels,
-                                    split=args.split)
-    print(f"imported {report.added} new pair(s) from {args.file} ({report.already_present} already stored)")
+        report = store.add_pairs(read.pairs)
+    skipped = f"; {len(read.skipped)} invalid row(s) skipped" if args.skip_invalid else ""
+    print(f"imported {report.added} new pair(s) from {args.file} ({report.already_present} already stored{skipped})")
+    print(format_counts(read.label_counts()))
     return 0
 
 

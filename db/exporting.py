@@ -86,7 +86,8 @@ def _pair_rows(session: Session) -> Iterator[dict[str, Any]]:
         for row in rows:
             yield {
                 "pair_id": row.id,
-                **_pair_fields(pair_from_row(row)),
+                **_pair_fields(pair := pair_from_row(row)),
+                "tie": pair.tie,  # a tie has no label: without it a round trip reads the pair as unlabelled
                 "fingerprint": row.fingerprint,
                 "created_at": row.created_at,
             }
@@ -170,8 +171,9 @@ def arrow_schema(kind: str, fmt: str) -> Any:
     if fmt == "hf" or kind == "training":
         return pa.schema(dict(prompt=messages, label=num, task=text, origin=text, pair_id=text, example_id=num).items())
     # fmt: off
-    pair = dict(id=text, messages=messages, response_1=text, response_2=text, label=num, source=text, subset=text)
-    example = dict(example_id=num, pair_id=num, **{k: v for k, v in pair.items() if k != "label"})
+    pair = dict(id=text, messages=messages, response_1=text, response_2=text, label=num, source=text, subset=text,
+                tie=flag)
+    example = dict(example_id=num, pair_id=num, **{k: v for k, v in pair.items() if k not in ("label", "tie")})
     provenance = dict(label=num, state=text, correction_id=num, judgment_id=num, content_hash=text, created_at=ts)
     rollout = struct(index=num, text=text, analysis=text, prediction=num, status=text, confidence=real,
                      num_tokens=num, greedy=flag, finish_reason=text)

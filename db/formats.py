@@ -6,7 +6,7 @@ Standard library only, so the CLI can build its parser without loading SQLAlchem
 from __future__ import annotations
 
 from reflectrm.errors import InputError
-from reflectrm.eval.labels import LABEL_SCHEMES
+from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.eval.readers import PAIR_FIELDS, SUFFIXES
 
 IMPORT_FIELDS = PAIR_FIELDS

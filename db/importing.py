@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reflectrm.core.types import PreferencePair
-from reflectrm.eval.readers import parse_mapping, read_pairs
+from reflectrm.eval.readers import PairFile, format_counts, load_pairs, parse_mapping, read_pairs
 
-__all__ = ["parse_mapping", "read_pair_file"]
+__all__ = ["PairFile", "format_counts", "load_pair_file", "parse_mapping", "read_pair_file"]
 
 
 def read_pair_file(
@@ -32,3 +32,17 @@ def read_pair_file(
         InputError: the file is missing, of an unknown type, empty, or a row is malformed (named by number).
     """
     return read_pairs(Path(path), mapping=mapping, labels=labels, source=source, split=split)
+
+
+def load_pair_file(
+    path: Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    source: str | None = None,
+    labels: str = "auto",
+    split: str | None = None,
+    skip_invalid: bool = False,
+) -> PairFile:
+    """`read_pair_file` with the rows skipped under `skip_invalid` (row number, reason) and the label counts."""
+    return load_pairs(Path(path), mapping=mapping, labels=labels, source=source, split=split,
+                      skip_invalid=skip_invalid)

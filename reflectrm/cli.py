@@ -29,6 +29,7 @@ from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
 from reflectrm.flags import Flag, add_config_flags
+from reflectrm.inputs import byte_lines, loads
 
 JUDGE_FLAGS = {
     "strategy": Flag(choices=tuple(sorted(STRATEGIES))),
@@ -194,22 +195,24 @@ def _check_text(text: str, *, where: str) -> None:
 
 
 def read_pairs(path: Path) -> list[PreferencePair]:
-    """Every pair of a JSONL file, validated up front: a bad line aborts before anything is judged."""
-    if not path.is_file():
-        what = "is a folder" if path.is_dir() else "does not exist"
-        raise InputError(f"input file {str(path)!r} {what}: check the path")
+    """Every pair of a JSONL file, validated up front: a bad line aborts before anything is judged.
+
+    Read through `reflectrm.inputs.byte_lines`: a FIFO or device is refused at once, and no line or file is
+    read past its bound.
+    """
+    if path.is_dir():
+        raise InputError(f"input file {str(path)!r} is a folder: check the path")
     pairs, seen = [], set()
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if lineno == 1:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")  # the byte-order mark Notepad and Excel write
-            pair = _pair_from_line(raw, where=f"{path}:{lineno}")
-            if pair is None:
-                continue
-            if pair.id in seen:
-                raise InputError(f"{path}:{lineno}: duplicate id {pair.id!r}: give every pair a unique id")
-            seen.add(pair.id)
-            pairs.append(pair)
+    for lineno, raw in byte_lines(path):
+        if lineno == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")  # the byte-order mark Notepad and Excel write
+        pair = _pair_from_line(raw, where=f"{path}:{lineno}")
+        if pair is None:
+            continue
+        if pair.id in seen:
+            raise InputError(f"{path}:{lineno}: duplicate id {pair.id!r}: give every pair a unique id")
+        seen.add(pair.id)
+        pairs.append(pair)
     if not pairs:
         raise InputError(f"{path} holds no pairs: add JSONL lines with query, response_1 and response_2")
     return pairs
@@ -224,12 +227,7 @@ def _pair_from_line(raw: bytes, *, where: str) -> PreferencePair | None:
                          "save the file as UTF-8") from None
     if not line.strip():
         return None
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not valid JSON ({exc.msg}): fix or remove the line") from exc
-    except RecursionError:
-        raise InputError(f"{where}: JSON nested too deeply to be a pair: fix or remove the line") from None
+    obj = loads(line, where=where)
     try:
         pair = PreferencePair.from_dict(obj)
     except InputError as exc:

@@ -26,6 +26,21 @@ context of any judge this runs, so a larger pair is refused at once instead of a
 (each backend then checks the exact prompt against its own model's context)."""
 
 
+def id_text(value: Any) -> str:
+    """A pair id as written: a string as is, a JSON number or boolean as JSON writes it ("0", "false", "0.0").
+
+    None (no id) is "", which the pair replaces by a content hash; a falsy id is never "no id".
+
+    Raises:
+        InputError: the id is a list, an object or another type that names no row.
+    """
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    raise InputError(f"id must be a string or a number, got {type(value).__name__}: give each pair a scalar id")
+
+
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One turn of a conversation."""
@@ -193,7 +208,7 @@ class PreferencePair:
             response_1=d["response_1"],
             response_2=d["response_2"],
             label=label,
-            id=str(d.get("id") or ""),
+            id=id_text(d.get("id")),
             source=str(d.get("source") or ""),
             subset=str(d.get("subset") or ""),
             tie=bool(tie),

@@ -12,7 +12,6 @@ LLMBar) keep it. Rows that are not valid pairs (an empty response, say) are drop
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -24,6 +23,7 @@ from reflectrm.core.types import ChatMessage, PreferencePair
 from reflectrm.errors import InputError, require
 from reflectrm.eval.labels import read_label
 from reflectrm.eval.readers import read_rows
+from reflectrm.inputs import loads, read_text
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,7 @@ def _conversation(prompt: Any) -> tuple[Any, ...]:
 
 
 def _json(path: Path) -> Any:
-    with path.open(encoding="utf-8") as fh:
-        return json.load(fh)
+    return loads(read_text(path), where=str(path))  # bounded, and a FIFO or device is refused unread
 
 
 def _need(path: Path | None, what: str) -> Path:
@@ -431,6 +430,18 @@ def load_benchmark(name: str, path: Path | None = None) -> Benchmark:
     if path is not None and path.is_dir() and name in DEFAULT_PATHS and (path / DEFAULT_PATHS[name]).is_dir():
         path = path / DEFAULT_PATHS[name]  # a data root holding every benchmark's folder
     return spec.loader(path)
+
+
+BOTH_ORDERS_BY_DEFAULT = ("judgebench",)
+"""Benchmarks whose official protocol judges every pair in both orders (JudgeBench: right only if right in both)."""
+
+
+def limit_units(bench: Benchmark) -> tuple[int, str]:
+    """(units, what a unit is) for `--limit`: a best-of-N or RM-Bench group where pairs are grouped, else a pair."""
+    groups = {str(bench.meta.get(p.id, {}).get("group", p.id)) for p in bench.pairs}
+    if len(groups) == len(bench.pairs):
+        return len(groups), "pairs"
+    return len(groups), "groups (a best-of-N prompt or RM-Bench prompt: all its pairs)"
 
 
 def select(bench: Benchmark, *, subset: str | None = None, limit: int | None = None, seed: int = 0) -> Benchmark:

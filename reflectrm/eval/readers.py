@@ -5,22 +5,28 @@
 Formats: JSONL, a JSON array, CSV (a UTF-8 byte-order mark, as Excel writes it, is dropped), Parquet,
 and a folder written by `datasets`' `save_to_disk`. Column names may hold spaces. Every row is
 validated before anything is returned: a malformed row raises `InputError` naming the file and
-the row (its line in a JSONL file, its 1-based position in the other formats).
+the row (its line in a JSONL file, its 1-based position in the other formats). Every read is bounded
+before it happens (`reflectrm.inputs`): a FIFO or device is refused at once, a line or a file past its
+bound is refused after reading the bound, and Parquet is checked from its metadata and read in batches.
+An id is kept as written (`0`, `false` and `0.0` are ids, never replaced by a content hash).
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import math
-from collections.abc import Iterator, Mapping
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reflectrm.core.types import PreferencePair
+from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text
 from reflectrm.errors import InputError, require
-from reflectrm.eval.labels import read_label
+from reflectrm.eval.labels import check_scheme, read_label
+from reflectrm.inputs import MAX_ROWS, byte_lines, decode, loads, open_regular, read_text
 
 PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
@@ -28,8 +34,11 @@ PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
             ".jsonl.gz": "jsonl"}
 _OPTIONAL = ("id", "messages", "label", "source", "subset")
+JOINABLE = ("query", "label")
+"""Fields that may name several columns joined by '+' (`query=instruction+input`, `label=a1+a2+a3`)."""
 
 Row = dict[str, Any]
+_PARQUET_BATCH = 4096  # rows converted to Python at a time
 
 
 def file_kind(path: Path) -> str | None:
@@ -46,17 +55,66 @@ def read_rows(path: Path, *, split: str | None = None) -> Iterator[tuple[int, Ro
     """(row number, row) for every row of a file or saved `datasets` folder.
 
     Raises:
-        InputError: the path is missing, of an unknown type, or not readable as its type.
+        InputError: the path is missing, of an unknown type, or not readable as its type, or a row is not one.
+    """
+    return _raising(path, rows_or_errors(path, split=split))  # the path is checked now, the rows as they come
+
+
+def _raising(path: Path, rows: Iterator[tuple[int, Row | InputError]]) -> Iterator[tuple[int, Row]]:
+    for number, row in rows:
+        if isinstance(row, InputError):
+            raise InputError(f"{path}: row {number}: {row}")
+        yield number, row
+
+
+def rows_or_errors(path: Path, *, split: str | None = None) -> Iterator[tuple[int, Row | InputError]]:
+    """As `read_rows`, but a row that is not one (bad JSON, wrong cell count) comes as its `InputError`.
+
+    Raises:
+        InputError: the file as a whole cannot be read (missing, unknown type, not a regular file, past a bound).
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise InputError(f"data file {str(path)!r} does not exist: check the path")
     kind = file_kind(path)
     if kind is None:
         raise InputError(f"{path.name}: unknown file type: give .jsonl, .json, .csv, .parquet or a `datasets` folder")
     if kind == "datasets":
-        return _datasets_rows(path, split)
-    return {"jsonl": _jsonl_rows, "json": _json_rows, "csv": _csv_rows, "parquet": _parquet_rows}[kind](path)
+        return _bounded(path, _datasets_rows(path, split))
+    return _bounded(path, {"jsonl": _jsonl_rows, "json": _json_rows, "csv": _csv_rows,
+                           "parquet": _parquet_rows}[kind](path))
+
+
+def _bounded(path: Path, rows: Iterator[tuple[int, Row]]) -> Iterator[tuple[int, Row]]:
+    for count, item in enumerate(rows, 1):
+        if count > MAX_ROWS:
+            raise InputError(f"{path}: over {MAX_ROWS:,} rows: split the file")
+        yield item
+
+
+@dataclass(frozen=True, slots=True)
+class PairFile:
+    """The pairs read from a file, and the rows skipped (with `skip_invalid`) as (row number, reason)."""
+
+    pairs: list[PreferencePair]
+    skipped: list[tuple[int, str]]
+
+    def label_counts(self) -> dict[str, int]:
+        """Pairs per label: first, second, tie, none (so a wrong --labels mapping shows at once)."""
+        return label_counts(self.pairs)
+
+
+def label_counts(pairs: Iterable[PreferencePair]) -> dict[str, int]:
+    """{"first": n, "second": n, "tie": n, "none": n} over `pairs`."""
+    counts = dict.fromkeys(("first", "second", "tie", "none"), 0)
+    for p in pairs:
+        counts["tie" if p.tie else {1: "first", 2: "second"}.get(p.label, "none")] += 1  # type: ignore[arg-type]
+    return counts
+
+
+def format_counts(counts: Mapping[str, int]) -> str:
+    """`labels: first 3, second 2, tie 1, none 0`."""
+    return "labels: " + ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def read_pairs(
@@ -72,25 +130,49 @@ def read_pairs(
     Raises:
         InputError: as `read_rows`, or the file is empty, a row is malformed, or two rows share an id.
     """
+    return load_pairs(path, mapping=mapping, labels=labels, source=source, split=split).pairs
+
+
+def load_pairs(
+    path: Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    labels: str = "auto",
+    source: str | None = None,
+    split: str | None = None,
+    skip_invalid: bool = False,
+) -> PairFile:
+    """`read_pairs` with its skipped rows: strict by default; `skip_invalid` skips each invalid row with its reason.
+
+    Raises:
+        InputError: as `read_pairs` (with `skip_invalid`, only for the file as a whole, or no valid row).
+    """
     path = Path(path)
     mapping = dict(mapping or {})
+    check_scheme(labels)  # a bad --labels fails before a row is read
     default_source = source if source is not None else path.name.split(".")[0]
     pairs: list[PreferencePair] = []
+    skipped: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
-    for number, row in read_rows(path, split=split):
+    for number, row in rows_or_errors(path, split=split):
         try:
+            if isinstance(row, InputError):
+                raise row
             pair = PreferencePair.from_dict(record(row, mapping, labels=labels, default_source=default_source))
+            if pair.id in seen:
+                raise InputError(f"id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id")
         except InputError as exc:
-            raise InputError(f"{path}: row {number}: {exc}") from exc
-        if pair.id in seen:
-            raise InputError(
-                f"{path}: row {number}: id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id"
-            )
+            if not skip_invalid:
+                raise InputError(f"{path}: row {number}: {exc}") from None
+            skipped.append((number, str(exc)))
+            continue
         seen[pair.id] = number
         pairs.append(pair)
     if not pairs:
-        raise InputError(f"{path} holds no rows: add rows with a query, response_1 and response_2")
-    return pairs
+        why = f" ({len(skipped)} invalid row(s) skipped, the first: row {skipped[0][0]}: {skipped[0][1]})" \
+            if skipped else ""
+        raise InputError(f"{path} holds no valid rows{why}: add rows with a query, response_1 and response_2")
+    return PairFile(pairs=pairs, skipped=skipped)
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
@@ -113,10 +195,23 @@ def parse_mapping(text: str | None) -> dict[str, str]:
 
 
 def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, default_source: str) -> dict[str, Any]:
-    """The pair fields of one row, named as `PreferencePair.from_dict` expects, the label read by `labels`."""
+    """The pair fields of one row, named as `PreferencePair.from_dict` expects, the label read by `labels`.
+
+    `query=instruction+input` joins the non-empty cells into the prompt (blank line between);
+    `label=annotator1+annotator2+annotator3` takes the annotators' majority, a tie when they split.
+    """
     out: dict[str, Any] = {}
     for field in PAIR_FIELDS:
         column = mapping.get(field, field)
+        if column not in row and field in JOINABLE and "+" in column:
+            parts = [c.strip() for c in column.split("+")]
+            if missing := [c for c in parts if c not in row]:
+                raise InputError(f"no column {missing[0]!r} (from --map {field}={column}): fix the mapping or the file")
+            if field == "label":
+                out["label"], out["tie"] = majority([read_label(_clean(row[c]), labels) for c in parts])
+            else:
+                out[field] = "\n\n".join(str(v) for c in parts if (v := _clean(row[c])) not in (None, ""))
+            continue
         if column not in row:
             if field in mapping:
                 raise InputError(f"no column {column!r} (from --map {field}={column}): fix the mapping or the file")
@@ -125,18 +220,49 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
         if value is None or (value == "" and field in _OPTIONAL):  # an empty CSV cell is a missing value
             continue
         out[field] = value
+    if _truthy(_clean(row.get("tie"))) and "tie" not in out:  # `tie: true` as `judge --input` reads it
+        if out.get("label") not in (None, "", "tie"):
+            raise InputError(f"'tie' is true but label is {out['label']!r}: drop one")
+        out.pop("label", None)
+        out["tie"] = True
     if isinstance(out.get("messages"), str):
         try:
             out["messages"] = json.loads(out["messages"])
         except json.JSONDecodeError as exc:
             raise InputError(f"'messages' is not a JSON list ({exc.msg}): give a list of {{role, content}}") from exc
-    if "label" in out:
+    if "label" in out and "tie" not in out:
         label, tie = read_label(out.pop("label"), labels)
         out["label"], out["tie"] = label, tie
-    if "id" in out and not isinstance(out["id"], str):
-        out["id"] = str(out["id"])
+    if "id" in out:
+        out["id"] = id_text(out["id"])
     out.setdefault("source", default_source)
     return out
+
+
+def majority(votes: Sequence[tuple[Choice | None, bool]]) -> tuple[Choice | None, bool]:
+    """Several annotators' (label, tie) as one: the most-voted side or tie; a tie when the top is shared.
+
+    Empty cells do not vote; no votes at all is unlabelled.
+    """
+    tally = Counter("tie" if tie else label for label, tie in votes if tie or label is not None)
+    if not tally:
+        return None, False
+    (top, count), *rest = tally.most_common()
+    if top == "tie" or (rest and rest[0][1] == count):
+        return None, True
+    return top, False  # type: ignore[return-value]
+
+
+def _truthy(value: Any) -> bool:
+    if value is None or value is False or value == "":
+        return False
+    if value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes")):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "0", "no"):
+        return False
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    raise InputError(f"'tie' must be true or false, got {value!r}")
 
 
 def _clean(value: Any) -> Any:
@@ -146,32 +272,26 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _open_text(path: Path) -> Any:
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8-sig")
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    with _open_text(path) as fh:
-        for number, line in enumerate(fh, 1):
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row | InputError]]:
+    """Rows, or the `InputError` of a row that is not one (a caller skipping invalid rows reads on)."""
+    for number, raw in byte_lines(path):
+        try:
+            line = decode(raw, where="")
+            if number == 1:
+                line = line.removeprefix("\ufeff")  # the byte-order mark Notepad and Excel write
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: row {number}: not valid JSON ({exc.msg}): fix or remove the line") from exc
+            row = loads(line, where="")
             if not isinstance(row, dict):
-                raise InputError(f"{path}: row {number}: a row must be a JSON object, got {type(row).__name__}")
-            yield number, row
+                raise InputError(f"a row must be a JSON object, got {type(row).__name__}")
+        except InputError as exc:
+            yield number, exc
+            continue
+        yield number, row
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    try:
-        with _open_text(path) as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}): fix the file") from exc
+    data = loads(read_text(path), where=str(path))
     if not isinstance(data, list):
         raise InputError(f"{path}: a .json file must hold an array of objects, got {type(data).__name__}: "
                          "write an array, or JSONL with one object a line")
@@ -181,29 +301,49 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Row]]:
         yield number, row
 
 
+def _csv_text(path: Path) -> Iterator[str]:
+    for number, raw in byte_lines(path):
+        text = decode(raw, where=f"{path}: line {number}")
+        yield text.removeprefix("\ufeff") if number == 1 else text  # Excel's byte-order mark is not a column name
+
+
 def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:  # utf-8-sig: Excel's byte-order mark is not a column name
-        reader = csv.DictReader(fh, strict=True)
-        try:
-            for number, row in enumerate(reader, 1):
-                if None in row:
-                    raise InputError(
-                        f"{path}: row {number}: more cells than header columns: quote cells that hold commas"
-                    )
-                if any(v is None for v in row.values()):
-                    raise InputError(f"{path}: row {number}: fewer cells than header columns: fill every column")
+    # a cell may hold a whole pair: the csv module's default 128 KB cell limit refused pairs far under the cap
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_PAIR_CHARS))
+    reader = csv.DictReader(_csv_text(path), strict=True)
+    try:
+        for number, row in enumerate(reader, 1):
+            if None in row:
+                yield number, InputError("more cells than header columns: quote cells that hold commas")
+            elif any(v is None for v in row.values()):
+                yield number, InputError("fewer cells than header columns: fill every column")
+            else:
                 yield number, row
-        except csv.Error as exc:
-            raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc}): fix the quoting") from exc
+    except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise InputError(f"{path}: line {reader.line_num}: a cell is over {MAX_PAIR_CHARS:,} characters, more "
+                             "than a whole pair may hold: shorten it (or check for an unclosed quote)") from None
+        raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc}): fix the quoting") from None
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
     pq = require("pyarrow.parquet", extra="store")
+    fh = open_regular(path)
     try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError / ArrowInvalid
-        raise InputError(f"{path}: not a readable Parquet file ({exc}): export it again") from exc
-    yield from enumerate(table.to_pylist(), 1)
+        with fh:
+            parquet = pq.ParquetFile(fh)
+            rows = parquet.metadata.num_rows
+            if rows > MAX_ROWS:  # from the footer, before a row is read: 20 million rows fit in 196 KB
+                raise InputError(f"{path}: {rows:,} rows, over the limit of {MAX_ROWS:,}: split the file")
+            number = 0
+            for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH):
+                for row in batch.to_pylist():
+                    number += 1
+                    yield number, row
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError / ArrowInvalid (InputError is caught above it)
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{path}: not a readable Parquet file ({exc}): export it again") from None
 
 
 def _datasets_rows(path: Path, split: str | None) -> Iterator[tuple[int, Row]]:
@@ -218,4 +358,6 @@ def _datasets_rows(path: Path, split: str | None) -> Iterator[tuple[int, Row]]:
         if chosen not in loaded:
             raise InputError(f"{path} holds splits {', '.join(names)}: pick one with --split")
         loaded = loaded[chosen]
+    if len(loaded) > MAX_ROWS:
+        raise InputError(f"{path}: {len(loaded):,} rows, over the limit of {MAX_ROWS:,}: select fewer and save again")
     yield from enumerate(loaded, 1)

@@ -27,8 +27,29 @@ def _pct(x: Any) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
-def _ci(e: Mapping[str, Any]) -> str:
-    return f"{_pct(e['value'])} [{_pct(e['low'])}, {_pct(e['high'])}] (n={e['n']})"
+def _ci(e: Mapping[str, Any], unit: str = "pairs") -> str:
+    return f"{_pct(e['value'])} [{_pct(e['low'])}, {_pct(e['high'])}] (n={e['n']} {unit})"
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON null), dicts and lists walked."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Strict JSON (no bare NaN, which JavaScript, jq and most parsers refuse): NaN and infinities become null."""
+    return json.dumps(json_safe(value), indent=2, ensure_ascii=False, default=str, allow_nan=False)
+
+
+def _ece(s: Mapping[str, Any]) -> str:
+    cal = s["calibration"]
+    return f"{_pct(cal.get('ece'))} (n={cal.get('n', '?')} pairs)" if cal else "-"
 
 
 def _cell(text: Any) -> str:
@@ -41,19 +62,23 @@ def markdown(report: Mapping[str, Any]) -> str:
     if report.get("partial"):
         lines += [f"**Partial copy** ({_cell(report['partial'])}): these figures are not the benchmark's score.", ""]
     lines += [(f"Model: `{_cell(report.get('model', ''))}` revision `{_cell(report.get('model_revision', ''))}`; "
-               f"pairs x orders: {report['items']}; ties (not scored): {report['ties']}; "
+               f"pair-orders judged or skipped: {report['items']}; ties (pairs, not scored): {report['ties']}; "
                f"skipped: {report['skipped']['count']} {_cell(report['skipped']['reasons'] or '')}"
                f"{' from subsets ' + _cell(report['skipped']['subsets']) if report['skipped']['count'] else ''}"), ""]
-    lines += [("| strategy | accuracy % [95 % CI] | official | both orders % | flip rate % | abstained | parse fail % "
-               "| tokens / judgment | ECE |"), "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["Intervals are 95 % Wilson score intervals; n counts pairs (one order) or pair-orders (both).", ""]
+    lines += [("| strategy | accuracy % [95 % CI] (pairs, order given) | official | right in both orders % (pairs) "
+               "| flip rate % (pairs) | abstained (pair-orders) | parse fail % (samples) "
+               "| tokens / judgment (pair-orders) | ECE % (pairs) |"), "|---|---|---|---|---|---|---|---|---|"]
     for name, s in report["strategies"].items():
         both = s.get("both_orders")
+        judged = s.get("judged", "?")
         lines.append(f"| {_cell(name)} | {_ci(s['accuracy'])} | {_pct(s['official'].get('score'))} | "
-                     f"{_ci(both['accuracy']) if both else '-'} | {_pct(both['flip_rate']['value']) if both else '-'} | "
-                     f"{s['abstained']} | {_pct(s['parse_failure_rate'])} | {s['tokens_per_judgment']:.0f} | "
-                     f"{_pct(s['calibration'].get('ece')) if s['calibration'] else '-'} |")
+                     f"{_ci(both['accuracy']) if both else '-'} | {_ci(both['flip_rate']) if both else '-'} | "
+                     f"{s['abstained']} of {judged} | {_pct(s['parse_failure_rate'])} of {s.get('samples', '?')} | "
+                     f"{s['tokens_per_judgment']:.0f} (n={judged}) | {_ece(s)} |")
     lines += _stage2_lines(report)
-    lines += ["", "## Per subset (accuracy %, 95 % CI)", "", "| strategy | subset | accuracy |", "|---|---|---|"]
+    lines += ["", "## Per subset (accuracy %, 95 % CI, pairs in the order given)", "",
+              "| strategy | subset | accuracy |", "|---|---|---|"]
     for name, s in report["strategies"].items():
         lines += [f"| {_cell(name)} | {_cell(sub)} | {_ci(e)} |" for sub, e in s["subsets"].items()]
     reference = PAPER_REFERENCE.get(str(report["benchmark"]))
@@ -85,7 +110,7 @@ def _stage2_lines(report: Mapping[str, Any]) -> list[str]:
 def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) -> str:
     """Accuracy (with its 95 % interval) against mean generated tokens per judgment, one point per strategy."""
     points = [(name, s["tokens_per_judgment"], s["accuracy"]) for name, s in report["strategies"].items()
-              if not math.isnan(s["accuracy"]["value"])]
+              if s["accuracy"]["value"] is not None and not math.isnan(s["accuracy"]["value"])]
     pad = 60
     max_x = max([p[1] for p in points] + [1.0]) * 1.1
     sx = lambda x: pad + (width - 2 * pad - 110) * x / max_x
@@ -116,7 +141,7 @@ def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) 
 def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
     """Write report.json, report.md and accuracy_vs_tokens.svg into `out` (created); returns the paths."""
     out.mkdir(parents=True, exist_ok=True)
-    files = {"report.json": json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
+    files = {"report.json": dumps(report) + "\n",
              "report.md": markdown(report), "accuracy_vs_tokens.svg": svg_plot(report)}
     paths = []
     for name, text in files.items():
@@ -131,7 +156,7 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
 def compare_markdown(result: Mapping[str, Any]) -> str:
     """`reflectrm compare` as a table: per strategy and subset, both accuracies, discordant pairs, p and B - A."""
     lines = [f"# Run {result['run_b']} against run {result['run_a']} (paired, same items)", "",
-             ("| strategy | subset | n | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |"),
+             ("| strategy | subset | n (pairs) | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for name, groups in result["strategies"].items():
         for group, r in groups.items():

@@ -195,6 +195,8 @@ def strategy_report(items: Sequence[ItemResult], *, scoring: str, seed: int = 0)
         "subsets": {s: _estimate([1.0 if i.correct else 0.0 for i in m], seed)
                     for s, m in sorted(_by(scored, lambda i: i.subset).items())},
         "official": aggregate(scoring, original),
+        "judged": len(judged),  # pair-orders judged: the unit of abstained and tokens_per_judgment
+        "samples": sum(i.samples for i in judged),  # the unit of parse_failure_rate
         "abstained": sum(1 for i in judged if i.verdict is None),
         "parse_failure_rate": (sum(i.parse_failures for i in judged) / max(1, sum(i.samples for i in judged))),
         "tokens_per_judgment": mean([float(i.tokens) for i in judged]) if judged else 0.0,
@@ -249,7 +251,7 @@ def _calibration(scored: Sequence[ItemResult]) -> dict[str, Any]:
     probs = [math.exp(i.anchor_confidence) for i in with_anchor]  # type: ignore[arg-type]
     buckets, ece = calibration(probs, [bool(i.anchor_correct) for i in with_anchor])
     curve = coverage_curve(probs, [bool(i.correct) for i in with_anchor])
-    return {"buckets": [asdict(b) for b in buckets], "ece": ece,
+    return {"buckets": [asdict(b) for b in buckets], "ece": ece, "n": len(with_anchor),
             "coverage": [{"coverage": c, "threshold": t, "accuracy": a} for c, t, a in curve]}
 
 

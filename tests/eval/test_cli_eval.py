@@ -45,3 +45,59 @@ def test_eval_writes_reports_and_compare_tests_two_runs(tmp_path: Path, capsys) 
     assert overall["n"] == 3 and 0 <= overall["mcnemar_p"] <= 1
     assert main(["eval", *common[1:]]) == 0  # the same command again: resumed, nothing left to judge
     assert "evaluation run 1: completed (4/4 pair-orders)" in capsys.readouterr().out
+
+
+def test_compare_refuses_runs_over_different_pairs_with_the_same_ids(tmp_path: Path, capsys) -> None:
+    # both files number their rows 0, 1, 2: the ids match, the pairs do not
+    db = str(tmp_path / "e.db")
+    for name, offset in (("one.jsonl", 0), ("two.jsonl", 100)):
+        rows = [{"id": k, "query": f"What is {k + offset} + 1?", "response_1": str(k + offset + 1),
+                 "response_2": str(k + offset + 2), "label": 1} for k in range(3)]
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert main(["eval", "--benchmark", "file", "--data", str(tmp_path / name), "--strategies", "greedy",
+                     "--max-new-tokens", "64", "--device", "cpu", "--db", db]) == 0
+    err = capsys.readouterr().err
+    assert "labels: first 3, second 0, tie 0, none 0 (3 pairs)" in err  # eval prints the pairs per label
+    assert main(["compare", "1", "2", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "judged different pairs" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "both"),
+    [
+        pytest.param(["--benchmark", "judgebench"], True, id="judgebench-both-orders-by-default"),
+        pytest.param(["--benchmark", "judgebench", "--no-both-orders"], False, id="judgebench-one-order-on-request"),
+        pytest.param(["--benchmark", "rewardbench"], False, id="others-one-order"),
+        pytest.param(["--benchmark", "rewardbench", "--both-orders"], True, id="others-both-on-request"),
+    ],
+)
+def test_judgebench_judges_both_orders_by_default(argv: list[str], both: bool) -> None:
+    import argparse
+
+    from reflectrm_app.eval_cli import register, request_from_args
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    assert request_from_args(parser.parse_args(["eval", *argv])).plan.both_orders is both
+
+
+def test_the_limit_draw_and_the_judge_seed_are_separate_and_the_limit_names_its_unit() -> None:
+    import argparse
+
+    from reflectrm_app.eval_cli import describe_data, register, request_from_args
+    from reflectrm.core.types import PreferencePair
+    from reflectrm.eval.benchmarks import Benchmark, select
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["eval", "--benchmark", "rewardbench", "--seed", "7", "--limit", "2"])
+    assert request_from_args(args).seed == 0  # the draw: --sample-seed, not the judge's --seed
+    assert request_from_args(parser.parse_args(["eval", "--benchmark", "rewardbench", "--sample-seed", "3"])).seed == 3
+    # an RM-Bench-style group of 3 pairs per prompt: --limit counts prompts, and says so
+    pairs = tuple(PreferencePair.from_query(f"q{g}", f"a{k}", "b", id=f"{g}:{k}", label=1)
+                  for g in range(4) for k in range(3))
+    bench = Benchmark(name="rm", pairs=pairs, meta={p.id: {"group": p.id.split(":")[0]} for p in pairs})
+    request = request_from_args(parser.parse_args(["eval", "--benchmark", "rm-bench", "--limit", "2"]))
+    lines = describe_data(request, select(bench, limit=2))
+    assert lines[0].startswith("--limit 2: 2 groups") and "6 pairs" in lines[0]

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from reflectrm.eval.metrics import bootstrap, calibration, coverage_curve, mcnemar_exact, paired_bootstrap
+from reflectrm.eval.metrics import (
+    bootstrap,
+    calibration,
+    coverage_curve,
+    mcnemar_exact,
+    paired_bootstrap,
+    proportion,
+    wilson_interval,
+)
 from reflectrm.eval.scoring import ItemResult, aggregate, build_report
 
 
@@ -25,19 +33,47 @@ def test_mcnemar_exact_matches_the_binomial_tail(only_a: int, only_b: int, p: fl
     assert mcnemar_exact(only_b, only_a) == pytest.approx(p)  # symmetric
 
 
-def test_all_right_or_all_wrong_gets_the_exact_binomial_interval_and_a_mixture_brackets_the_mean() -> None:
-    # Clopper-Pearson at k = n: the lower bound p solves p**n = 0.025; at k = 0: (1 - p)**n = 0.025
+# Wilson 95 % intervals, computed by hand from (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)
+@pytest.mark.parametrize(
+    ("k", "n", "low", "high"),
+    [
+        pytest.param(1, 20, 0.0089, 0.2361, id="1-of-20"),  # trap: the bootstrap read [0, 15.0], narrower than 0/20
+        pytest.param(0, 20, 0.0, 0.1611, id="0-of-20"),  # trap: exactly 0 at the bottom, no -1e-17
+        pytest.param(19, 20, 0.7639, 0.9911, id="19-of-20"),  # trap: the bootstrap read [85, 100]
+        pytest.param(20, 20, 0.8389, 1.0, id="20-of-20"),  # trap: not [1.0, 1.0]
+        pytest.param(6, 7, 0.4869, 0.9743, id="6-of-7"),  # the demo judge's reflections choosing critique 1
+        pytest.param(0, 0, 0.0, 1.0, id="no-items"),  # nothing known: the whole range
+    ],
+)
+def test_wilson_interval_matches_the_hand_computed_bounds(k: int, n: int, low: float, high: float) -> None:
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
+
+
+def test_a_proportion_interval_is_monotone_and_never_narrower_with_fewer_items() -> None:
+    for n in range(1, 41):
+        bounds = [wilson_interval(k, n) for k in range(n + 1)]
+        assert all(a[0] < b[0] and a[1] < b[1] for a, b in zip(bounds, bounds[1:]))  # monotone in k
+    for n in range(1, 21):  # the same share seen in half the items is at least as wide
+        for k in range(n + 1):
+            few, many = wilson_interval(k, n), wilson_interval(2 * k, 2 * n)
+            assert few[1] - few[0] >= many[1] - many[0]
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        wilson_interval(3, 2)
+
+
+def test_a_proportion_takes_the_wilson_interval_and_other_means_the_bootstrap() -> None:
     est = bootstrap([1.0] * 20)
-    assert (est.value, est.high, est.n) == (1.0, 1.0, 20) and est.low == pytest.approx(0.025 ** (1 / 20))
-    assert 0.83 < est.low < 0.832  # not [1.0, 1.0]: 20 of 20 does not prove 100 %
-    est = bootstrap([0.0] * 3)
-    assert (est.value, est.low) == (0.0, 0.0) and est.high == pytest.approx(1 - 0.025 ** (1 / 3))
+    assert (est.value, est.high, est.n) == (1.0, 1.0, 20) and est.low == pytest.approx(0.8389, abs=1e-4)
+    one, none = bootstrap([1.0] + [0.0] * 19), bootstrap([0.0] * 20)
+    assert one.high > none.high  # trap: the percentile bootstrap put 1/20's top below 0/20's
     assert bootstrap([0.5] * 4).to_dict() == {"value": 0.5, "low": 0.5, "high": 0.5, "n": 4}  # not a proportion
     est = bootstrap([1.0] * 60 + [0.0] * 40, seed=3)
     assert est.value == 0.6 and est.low < 0.6 < est.high
-    # a binomial 95 % interval at n=100, p=0.6 is about +-0.096
     assert 0.07 < est.high - 0.6 < 0.13 and 0.07 < 0.6 - est.low < 0.13
     assert math.isnan(bootstrap([]).value)
+    with pytest.raises(ValueError, match="0.0/1.0"):
+        proportion([0.5])
 
 
 def test_paired_bootstrap_measures_b_minus_a_on_the_same_items() -> None:
@@ -130,3 +166,28 @@ def test_report_counts_ties_and_skips_apart_and_scores_both_orders() -> None:
     assert s["both_orders"]["flip_rate"]["value"] == 0.5
     assert report["ties"] == 1
     assert report["skipped"] == {"count": 1, "reasons": {"too-long": 1}, "subsets": {"long": 1}}
+
+
+def test_report_json_writes_null_for_nan_and_the_markdown_names_each_unit_and_n(tmp_path) -> None:
+    import json
+
+    from reflectrm.eval.report import markdown, write_report
+
+    items = [_item("a", True, anchor_confidence=-0.1, anchor_correct=True), _item("a", True, swapped=True),
+             _item("b", False, anchor_confidence=-0.2, anchor_correct=False), _item("b", True, swapped=True),
+             # a strategy with only a tie: its accuracy is NaN (no scored pair), which JSON cannot hold
+             ItemResult(item_id="t", strategy="greedy", swapped=False, subset="s", label=None, tie=True, verdict=1)]
+    report = build_report(items, benchmark="b", scoring="micro")
+    assert math.isnan(report["strategies"]["greedy"]["accuracy"]["value"])
+    write_report(report, tmp_path)
+    text = (tmp_path / "report.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text  # trap: json.dumps writes bare NaN by default
+    parsed = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in report.json"))
+    assert parsed["strategies"]["greedy"]["accuracy"]["value"] is None
+    md = markdown(report)
+    row = next(line for line in md.splitlines() if line.startswith("| reflectrm |"))
+    assert "(n=2 pairs)" in row  # the accuracy and the both-orders figures
+    assert "50.0 [" in row.split("|")[5] and "(n=2 pairs)" in row.split("|")[5]  # flip rate with its interval and n
+    assert "(n=2 pairs)" in row.split("|")[9]  # ECE names its n
+    assert "of 4" in row.split("|")[6]  # abstained: of 4 pair-orders
+    assert "pair-orders" in md and "Wilson" in md

@@ -69,8 +69,8 @@ def test_wilson_interval(k, n, low, high):
     assert got == pytest.approx((low, high), abs=1e-4)
 
 
-def test_wilson_interval_without_items_is_nan_and_never_narrower_with_fewer_items():
-    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+def test_wilson_interval_without_items_says_nothing_and_is_never_narrower_with_fewer_items():
+    assert wilson_interval(0, 0) == (0.0, 1.0)
     widths = [wilson_interval(n // 2, n)[1] - wilson_interval(n // 2, n)[0] for n in (4, 8, 16, 32, 64)]
     assert widths == sorted(widths, reverse=True)
 

@@ -1,0 +1,141 @@
+"""Reading user-named files with every read bounded before it happens.
+
+    for number, raw in byte_lines(Path("pairs.jsonl.gz")):   # each line at most MAX_LINE_BYTES
+        row = loads_row(raw, where=f"pairs.jsonl.gz:{number}")
+
+A path must name a regular file: a FIFO, a device (`/dev/zero`, or a link to it), a socket or a
+folder is refused when opened, without blocking (the file is opened non-blocking and checked with
+`fstat`, so nothing is read from it). A line is read at most `MAX_LINE_BYTES` at a time and a file
+at most `MAX_FILE_BYTES` in all (after decompression), so a 3 GB file of one line or a gzip bomb
+is refused after reading a few megabytes. A truncated or damaged `.gz`, a JSON integer too long
+to convert, or JSON nested too deeply is one `InputError`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import json
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from reflectrm.core.types import MAX_PAIR_CHARS
+from reflectrm.errors import InputError
+
+MAX_LINE_BYTES = 6 * MAX_PAIR_CHARS + (1 << 20)
+"""The longest line read (13 MB): a pair at the character cap, every character a 6-byte JSON escape."""
+
+MAX_FILE_BYTES = 1 << 30
+"""The most bytes read from one file (1 GiB, counted after decompression): far over any benchmark."""
+
+MAX_ROWS = 1_000_000
+"""The most rows read from one file (Parquet checks its metadata before reading a row)."""
+
+MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+"""The longest JSON integer read (Python's own conversion limit)."""
+
+_KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
+          stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for binary reading, or `InputError` at once when it is not a regular file.
+
+    Opened with O_NONBLOCK, so a FIFO with no writer does not block the open, then checked with fstat.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"{str(path)!r} does not exist: check the path") from None
+    except OSError as exc:
+        raise InputError(f"{str(path)!r} cannot be opened ({exc.strerror}): check the path and its permissions") \
+            from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS.items() if test(mode)), "not a regular file")
+        raise InputError(f"{str(path)!r} is {kind}, not a file: give a data file saved on disk")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return os.fdopen(fd, "rb")
+
+
+def byte_lines(path: Path, *, max_line: int = MAX_LINE_BYTES, max_total: int = MAX_FILE_BYTES
+               ) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) for every line of a regular file (`.gz` decompressed), each read bounded.
+
+    Raises:
+        InputError: not a regular file; a line over `max_line` bytes; over `max_total` bytes in all;
+            a truncated or damaged gzip stream.
+    """
+    raw = open_regular(path)
+    stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.lower().endswith(".gz") else raw
+    total, number = 0, 0
+    with raw, stream:
+        while True:
+            line = _read_line(stream, max_line + 1, path)
+            if not line:
+                return
+            number += 1
+            if len(line) > max_line:
+                raise InputError(f"{path}: line {number} is over the limit of {max_line:,} bytes, more than a pair of "
+                                 f"{MAX_PAIR_CHARS:,} characters can take: is this the right file?")
+            total += len(line)
+            if total > max_total:
+                raise InputError(f"{path}: over the limit of {max_total:,} bytes (read up to line {number}): "
+                                 "split the file")
+            yield number, line
+
+
+def _read_line(stream: BinaryIO, limit: int, path: Path) -> bytes:
+    try:
+        return stream.readline(limit)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a truncated or damaged .gz
+        raise InputError(f"{path}: the gzip data is truncated or damaged ({exc}): compress the file again") \
+            from None
+
+
+def read_text(path: Path, *, max_total: int = MAX_FILE_BYTES) -> str:
+    """A whole regular file as UTF-8 text (a byte-order mark dropped), refused past `max_total` bytes."""
+    with open_regular(path) as fh:
+        data = fh.read(max_total + 1)
+    if len(data) > max_total:
+        raise InputError(f"{path}: over {max_total:,} bytes: split the file, or write JSONL (one pair a line)")
+    return decode(data, where=str(path)).removeprefix("\ufeff")
+
+
+def decode(raw: bytes, *, where: str) -> str:
+    """UTF-8 text, or `InputError` naming the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{_at(where)}not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+                         "save the file as UTF-8") from None
+
+
+def loads(text: str | bytes, *, where: str) -> Any:
+    """`json.loads`, every failure an `InputError` naming `where` ("" names nothing: the caller adds the row)."""
+    try:
+        return json.loads(text, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{_at(where)}not valid JSON ({exc.msg} at column {exc.colno}): fix or remove it") from None
+    except RecursionError:
+        raise InputError(f"{_at(where)}JSON nested too deeply to be a pair: fix or remove it") from None
+    except InputError as exc:
+        raise InputError(f"{_at(where)}{exc}") from None
+
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise InputError(f"a JSON integer of {digits:,} digits (at most {MAX_INT_DIGITS:,} are read): "
+                         "write it as a string")
+    return int(text)
