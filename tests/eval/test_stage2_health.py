@@ -5,7 +5,6 @@ fail is reported as ReflectRM while every verdict is the anchor's."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import pytest
