@@ -96,7 +96,7 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def _cpu_wheels(line: InstallLine) -> list[str]:
-    """Where the CPU build of torch comes from for a CPU set: the local wheel folder pip is told of, else PyTorch's index."""
+    """Where a CPU set's torch build comes from: the local wheel folder pip is told of, else PyTorch's index."""
     if "cuda" in (line.constraints or ""):
         return []  # PyPI's torch is the CUDA build
     folder = os.environ.get("PIP_FIND_LINKS")
@@ -116,7 +116,8 @@ def resolve(line: InstallLine, *, uv: str) -> str | None:
         req, out = Path(tmp) / "requirements.in", Path(tmp) / "resolved.txt"
         req.write_text("\n".join(_requirement_line(r) for r in line.requirements) + "\n", encoding="utf-8")
         done = subprocess.run([uv, "pip", "compile", str(req), "-c", str(constraints), "--python-version", PYTHON,
-                               "--python-platform", PLATFORM, "--index-url", "https://pypi.org/simple", *_cpu_wheels(line),
+                               "--python-platform", PLATFORM, "--index-url", "https://pypi.org/simple",
+                               *_cpu_wheels(line),
                                "--no-header", "--no-annotate", "--quiet", "-o", str(out)],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
