@@ -114,11 +114,22 @@ def test_command_lines_join_continuations_and_stop_at_comments_and_code_spans():
                                                                     ["train", "--data", "d", "--lr", "1"]]
 
 
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=_ids(PAGES))
 def test_every_relative_link_resolves(page):
     text = page.read_text(encoding="utf-8")
-    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-    missing = [t for t in targets if "://" not in t and not (page.parent / t).exists()]
+    missing = []
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
+        if "://" in target:
+            continue
+        linked = page.parent / target if target else page
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
+            missing.append(f"{target}#{anchor}" if anchor else target)
     assert missing == []
 
 
