@@ -116,7 +116,8 @@ def test_command_lines_join_continuations_and_stop_at_comments_and_code_spans():
 
 def _anchors(page: Path) -> set[str]:
     """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
-    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+    prose = re.sub(r"^```[^\n]*\n.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+    headings = re.findall(r"^#+ (.+)$", prose, re.M)  # not a shell comment in a code block
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
