@@ -8,7 +8,7 @@ Python 3.11 against PyPI with `uv pip compile`, which reads wheel metadata throu
 separate metadata (PEP 658): about 4 GB and 3 minutes for the CUDA line, 2 minutes for the base one.
 A resolved package the constraint set does not pin fails too: each set is a complete lock.
 Lines with `--no-deps` resolve nothing and are skipped. The CPU sets (every set but the CUDA one) take
-torch's CPU build from the wheel folder in $PIP_FIND_LINKS where one is set, else from PyTorch's CPU
+torch's CPU build from the wheel folder pip is told of ($PIP_FIND_LINKS or pip's config), else from PyTorch's CPU
 index; a line's own `--extra-index-url` is dropped for that reason.
 Stdlib only: CI runs it before the project is installed.
 """
@@ -99,10 +99,17 @@ def _cpu_wheels(line: InstallLine) -> list[str]:
     """Where a CPU set's torch build comes from: the local wheel folder pip is told of, else PyTorch's index."""
     if "cuda" in (line.constraints or ""):
         return []  # PyPI's torch is the CUDA build
-    folder = os.environ.get("PIP_FIND_LINKS")
+    folder = os.environ.get("PIP_FIND_LINKS") or _pip_config("global.find-links")
     if folder:
         return ["--find-links", folder]
     return ["--extra-index-url", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match"]
+
+
+def _pip_config(key: str) -> str | None:
+    """A value from pip's own configuration files (where a machine names its local wheel folder), if any."""
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "get", key], capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def resolve(line: InstallLine, *, uv: str) -> str | None:
