@@ -4,7 +4,8 @@
 #   docker run -p 7860:7860 -v reflectrm-data:/data reflectrm     # add --gpus all for the cuda variant
 # One base image and one Python for both variants: PyPI's CUDA wheels of torch and vLLM carry their CUDA
 # libraries (the nvidia-* wheels), so the cuda variant needs only the host's driver, not a CUDA base image.
-# Versions come from constraints.txt, the file CI installs with, so the image runs what CI tested.
+# Versions come from a constraint set: constraints.txt for the cpu variant (the set CI installs first), and
+# constraints-vllm-cuda.txt for the cuda one (constraints.txt's fastapi is too new for vLLM). CI resolves both lines.
 FROM python:3.11-slim
 
 ARG VARIANT=cpu
@@ -22,12 +23,12 @@ WORKDIR /app
 
 # Dependencies first, from the project's metadata alone (empty packages stand in for the source), so an
 # edit to the code reuses this layer instead of reinstalling torch.
-COPY pyproject.toml setup.py constraints.txt README.md ./
+COPY pyproject.toml setup.py constraints.txt constraints-vllm-cuda.txt README.md ./
 RUN mkdir reflectrm app db && touch reflectrm/__init__.py app/__init__.py db/__init__.py \
     && if [ "$VARIANT" = "cpu" ]; then \
          pip install --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt '.[ui,train]'; \
        else \
-         pip install -c constraints.txt '.[ui,train]' "vllm==${VLLM_VERSION}"; \
+         pip install -c constraints-vllm-cuda.txt '.[ui,train]' "vllm==${VLLM_VERSION}"; \
        fi \
     && pip uninstall -y reflectrm && rm -rf reflectrm app db build reflectrm.egg-info
 

@@ -11,15 +11,16 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 from reflectrm import cli as judge_cli
 from reflectrm.errors import InputError
 
 EXIT_USAGE = 2
-OPTIONAL_PARTS = {
+OPTIONAL_PARTS = MappingProxyType({  # module -> the extra that installs it
     "reflectrm_db.cli": "store", "reflectrm_app.app_cli": "ui", "reflectrm.training.cli": "train", "reflectrm_app.eval_cli": "ui", "reflectrm_app.serve_cli": "ui",
-}
+})
 
 
 def _open_store(url: str) -> Any:

@@ -15,8 +15,6 @@ Uses Debian's Chromium at /usr/bin/chromium. The last line printed is one JSON o
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import socket
 import statistics
@@ -27,6 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from harness import finish, load_line, stopwatch, parser as bench_parser
 from playwright.sync_api import Page, sync_playwright
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +58,7 @@ def _judge_once(page: Page, query: str, r1: str, r2: str) -> float:
     page.fill("#judge-r1 textarea", r1)
     page.fill("#judge-r2 textarea", r2)
     previous = page.locator("#judge-id textarea").input_value()
-    started = time.perf_counter()
+    clock = stopwatch()
     page.click("#judge-run")
     page.wait_for_function(
         """(previous) => {
@@ -72,11 +71,11 @@ def _judge_once(page: Page, query: str, r1: str, r2: str) -> float:
         arg=previous,
         timeout=300_000,
     )
-    return time.perf_counter() - started
+    return clock.stop()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3, help="judgments timed after the first (default 3)")
     parser.add_argument("--max-new-tokens", type=int, help="REFLECTRM_MAX_NEW_TOKENS (default: the app's, 1024)")
     parser.add_argument("--cpu-threads", type=int, help="REFLECTRM_CPU_THREADS (default: torch's own choice)")
@@ -93,20 +92,20 @@ def main() -> None:
         env["REFLECTRM_MAX_NEW_TOKENS"] = str(args.max_new_tokens)
     if args.cpu_threads:
         env["REFLECTRM_CPU_THREADS"] = str(args.cpu_threads)
-    load_before = os.getloadavg()[0]
+    load_before = load_line()
     url = f"http://127.0.0.1:{port}/"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        started = time.perf_counter()
+        clock = stopwatch()
         proc = subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "app", "--port", str(port)], cwd=REPO, env=env,
                                 stdout=subprocess.DEVNULL, stderr=open(folder / "app.log", "wb"))
         try:
             _wait_http(url, proc)
-            ready_http = time.perf_counter() - started
+            ready_http = clock.seconds
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url, timeout=180_000)
             page.wait_for_selector("#judge-run", timeout=180_000)
-            ready_page = time.perf_counter() - started
+            ready_page = clock.seconds
             times = [_judge_once(page, p.query, p.response_1, p.response_2) for p in pairs]
         finally:
             proc.terminate()
@@ -119,13 +118,13 @@ def main() -> None:
     if warm:
         print(f"next {len(warm)} judgments, median:       {statistics.median(warm):6.2f} s   "
               f"(max {max(warm):.2f} s)")
-    print(f"load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print(json.dumps({"ready_http_s": round(ready_http, 2), "ready_page_s": round(ready_page, 2),
+    print(f"before: {load_before}; after: {load_line()}")
+    finish({"ready_http_s": round(ready_http, 2), "ready_page_s": round(ready_page, 2),
                       "first_judgment_s": round(first, 2),
                       "judgment_median_s": round(statistics.median(warm), 2) if warm else None,
                       "judgment_max_s": round(max(warm), 2) if warm else None,
                       "max_new_tokens": args.max_new_tokens or "default", "cpu_threads": args.cpu_threads or "default",
-                      "cpus": os.cpu_count(), "load_before": round(load_before, 2)}))
+                      "load_before": load_before})
 
 
 if __name__ == "__main__":

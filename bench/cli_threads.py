@@ -11,7 +11,6 @@ JSON object of the medians.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from harness import finish, load_line, parser, ratio, timer
 
 
 def pairs_file(folder: Path, count: int) -> Path:
@@ -35,11 +36,11 @@ def judge_seconds(pairs: Path, threads: int) -> float:
     out.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["HF_HUB_OFFLINE"] = "1"
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "reflectrm_app.cli", "judge", "--input", str(pairs), "--output", str(out),
-                    "--threads", str(threads)], check=True, env=env, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    seconds = time.perf_counter() - started
+    with timer() as t:
+        subprocess.run([sys.executable, "-m", "reflectrm_app.cli", "judge", "--input", str(pairs), "--output",
+                        str(out), "--threads", str(threads)], check=True, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    seconds = t.seconds
     lines = out.read_text(encoding="utf-8").count("\n")
     if lines != sum(1 for _ in pairs.open()):
         raise SystemExit(f"the run with {threads} thread(s) wrote {lines} judgments")
@@ -47,7 +48,7 @@ def judge_seconds(pairs: Path, threads: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--pairs", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--busy", default="0,1", help="comma-separated counts of spinning neighbours")
@@ -59,8 +60,7 @@ def main() -> None:
             spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
             try:
                 time.sleep(2 if busy else 0)
-                load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-                print(f"busy neighbours {busy}; {load}")
+                print(f"busy neighbours {busy}; {load_line()}")
                 times: dict[int, list[float]] = {1: [], 2: []}
                 for _ in range(args.repeats):
                     for threads in (2, 1):
@@ -71,10 +71,10 @@ def main() -> None:
                     s.kill()
                     s.wait()
             one, two = statistics.median(times[1]), statistics.median(times[2])
-            print(f"  median: one thread {one:.1f} s, two {two:.1f} s; two / one = {two / one:.2f}")
+            print(f"  median: one thread {one:.1f} s, two {two:.1f} s; two / one = {ratio(two, one)}")
             summary[f"busy_{busy}"] = {"one_thread_s": round(one, 1), "two_threads_s": round(two, 1),
-                                       "two_over_one": round(two / one, 2)}
-    print(json.dumps({"pairs": args.pairs, **summary}))
+                                       "two_over_one": ratio(two, one)}
+    finish({"pairs": args.pairs, **summary})
 
 
 if __name__ == "__main__":

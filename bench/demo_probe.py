@@ -20,8 +20,6 @@ and that it computed where it had to copy. The last line printed is one JSON obj
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import re
@@ -36,6 +34,7 @@ from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.build import _render  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs, ranges_of, running_sum_card  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
+from harness import finish, parser
 
 PROBE_SEED = 4242
 RESPONSE_TOKENS = (
@@ -121,7 +120,7 @@ def rates(stats: dict[str, list[int]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--model", type=Path, required=True, help="a running-sum demo judge (its folder)")
     ap.add_argument("--pairs", type=counting, default=48,
                     help="held-out pairs (each gives a response and a reflection)")
@@ -167,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  free-running (first departure):", figures[task]["free_running"])
     print(f"greedy verdict right {figures['response']['verdict_right']:.1%}; reflections right where the critiques "
           f"differ {figures['reflection']['verdict_right_where_critiques_differ']:.1%}")
-    print(json.dumps(figures))
-    return 0
+    return finish(figures)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -42,8 +41,9 @@ from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs, running_sum_card  # noqa: E402
 from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
-from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
+from reflectrm.eval.compare import paired_difference  # noqa: E402
 from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
+from harness import finish, load, parser
 
 EVAL_SEED = 98765
 
@@ -54,11 +54,10 @@ def accuracy(js: list[Judgment]) -> float:
 
 def difference(a: list[bool], b: list[bool]) -> dict:
     """a - b per pair: the mean with a paired bootstrap 95 % interval, and the exact McNemar p-value."""
-    e = paired_bootstrap([float(x) for x in b], [float(x) for x in a])
-    only_a = sum(x and not y for x, y in zip(a, b))
-    only_b = sum(y and not x for x, y in zip(a, b))
-    return {"diff": e.value, "lo": e.low, "hi": e.high, "only_reflectrm": only_a, "only_other": only_b,
-            "mcnemar_p": mcnemar_exact(only_a, only_b)}
+    d = paired_difference([float(x) for x in b], [float(x) for x in a])
+    e = d["difference"]
+    return {"diff": e["value"], "lo": e["low"], "hi": e["high"], "only_reflectrm": d["only_b"],
+            "only_other": d["only_a"], "mcnemar_p": d["mcnemar_p"]}
 
 
 def rejudge_batched(js: list[Judgment], strategy: str, backend, config: JudgeConfig, batch: int) -> list[Judgment]:
@@ -185,7 +184,7 @@ def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--pairs", type=counting, default=600)
     ap.add_argument("--batch-size", type=counting, default=8)
@@ -210,14 +209,13 @@ def samples_only(args: argparse.Namespace, pairs: list, greedy: list[Judgment], 
     figures = {"model": str(args.model), "heldout_pairs": len(pairs),
                "accuracy": {name: sum(c) / len(c) for name, c in correct.items()},
                "reflection_ceiling": ceiling_figures(sampled, correct),
-               "load": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+               "load": load()}
     c, acc = figures["reflection_ceiling"], figures["accuracy"]
     print(f"greedy {100 * acc['greedy']:.1f} %, majority@8 {100 * acc['majority@8']:.1f} %, "
           f"a perfect reflection {100 * c['accuracy']:.1f} % (greedy {points(c['minus_greedy'])})")
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures))
-    return 0
+    return finish(figures)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -286,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
         "some_sample_right": sum(any(r.prediction == j.pair.label for r in j.rollouts) for j in two) / len(two),
         "seconds": {"greedy": round(t1 - t0), "two_stage": round(t2 - t1), "ablations": round(t3 - t2),
                     "swap_audit": round(t4 - t3)},
-        "load": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+        "load": load(),
     }
     for name, value in figures["accuracy"].items():
         print(f"{name:15s} {100 * value:5.1f} %")
@@ -315,8 +313,7 @@ def run(args: argparse.Namespace) -> int:
         with args.out.with_suffix(".jsonl").open("w") as f:
             for j in two:
                 f.write(json.dumps(j.to_dict()) + "\n")
-    print(json.dumps(figures))
-    return 0
+    return finish(figures)
 
 
 if __name__ == "__main__":

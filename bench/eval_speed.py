@@ -12,10 +12,7 @@ does. The last line is one JSON object.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +23,7 @@ from reflectrm.backends.base import SamplingParams
 from reflectrm.core.config import JudgeConfig
 from reflectrm.eval.benchmarks import load_benchmark, select
 from reflectrm.eval.runner import EvalPlan, evaluate
+from harness import finish, load_line, ratio, parser as bench_parser
 
 
 @dataclass
@@ -75,7 +73,7 @@ def interleaved(backend, pairs, *, batch_size: int, max_new_tokens: int) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--pairs", type=int, default=24)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=96)
@@ -87,14 +85,14 @@ def main() -> None:
     both = interleaved(backend, pairs, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
     full, skipped = both[False], both[True]
     saved = 1 - skipped["stage2_generations"] / max(1, full["stage2_generations"])
-    load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    load = load_line()
     for row in (full, skipped):
         print(f"skip_unanimous={row['skip_unanimous']!s:5}  {row['pairs_per_minute']:6.1f} pairs/min  "
               f"stage-2 generations {row['stage2_generations']:4d}  accuracy {row['accuracy']:.3f}")
     print(f"stage-2 generations saved by skip_unanimous: {100 * saved:.1f} %; speedup "
-          f"{skipped['pairs_per_minute'] / full['pairs_per_minute']:.2f}x; load: {load}")
-    print(json.dumps({"pairs": len(pairs), "full": full, "skip_unanimous": skipped, "stage2_saved": round(saved, 3),
-                      "speedup": round(skipped["pairs_per_minute"] / full["pairs_per_minute"], 2), "uptime": load}))
+          f"{ratio(skipped['pairs_per_minute'], full['pairs_per_minute'])}x; {load}")
+    finish({"pairs": len(pairs), "full": full, "skip_unanimous": skipped, "stage2_saved": round(saved, 3),
+            "speedup": ratio(skipped["pairs_per_minute"], full["pairs_per_minute"])})
 
 
 if __name__ == "__main__":

@@ -18,12 +18,12 @@ serving the same folder). Each is warmed up at a small shape first. The last lin
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from harness import finish, parser
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -131,7 +131,7 @@ def available(names: list[str], args) -> list[str]:  # noqa: ANN001
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--dry-run", action="store_true", help="tiny shape on CPU (checks the script, times nothing real)")
     ap.add_argument("--backends", default="transformers,vllm,openai")
     ap.add_argument("--batched", type=int, default=200, help="judgments generated together")
@@ -170,8 +170,8 @@ def main() -> None:
         if name == "vllm":
             backend.llm.llm_engine.engine_core.shutdown()
         del backend
-    print(json.dumps({"shape": vars(shape) | {"tokens_per_judgment": shape.tokens}, "arch": arch, "dtype": args.dtype,
-                      "device": torch.cuda.get_device_name(0) if cuda else "cpu", "results": results}))
+    finish({"shape": vars(shape) | {"tokens_per_judgment": shape.tokens}, "arch": arch, "dtype": args.dtype,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "results": results})
 
 
 if __name__ == "__main__":

@@ -17,10 +17,7 @@ Prints `uptime` first (the machine is shared); the last line printed is one JSON
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -38,6 +35,7 @@ from reflectrm.core.prompts import format_output
 from reflectrm.core import Task
 from reflectrm.demo.tasks import make_pairs
 from reflectrm.pipeline import judge_many
+from harness import finish, load_line, ratio, parser as bench_parser
 
 BATCH = 1000  # judgments per `record` call while filling
 
@@ -93,12 +91,12 @@ def old_history(services: AppServices) -> object:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--judgments", type=int, default=100_000)
     parser.add_argument("--db", help="database URL (default: a new SQLite file in a temp dir)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
+    print(load_line(), flush=True)
     url = args.db or f"sqlite:///{Path(tempfile.mkdtemp()) / 'history.db'}"
     store = JudgmentStore.open(url)
     fill_s = fill(store, args.judgments)
@@ -118,9 +116,9 @@ def main() -> None:
     }
     for name, value in figures.items():
         print(f"{name:>18}: {value:.3f}" if isinstance(value, float) else f"{name:>18}: {value}")
-    print(f"{'history speed-up':>18}: {figures['history_before_s'] / figures['history_open_s']:.0f}x")
+    print(f"{'history speed-up':>18}: {ratio(figures['history_before_s'], figures['history_open_s'], digits=0)}x")
     services.close()
-    print(json.dumps(figures))
+    finish(figures)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from reflectrm.demo import (  # noqa: E402
     tasks,
 )
 from reflectrm.demo.steps_build import trained_problems  # noqa: E402
-from reflectrm.eval.metrics import mcnemar_exact, paired_bootstrap  # noqa: E402
+from reflectrm.eval.compare import paired_difference  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
 from reflectrm.training.cli import parse_mix  # noqa: E402
 from reflectrm.training.data import (  # noqa: E402
@@ -73,6 +73,7 @@ from reflectrm.training.data import (  # noqa: E402
 )
 from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
 from reflectrm.training.rewards import reward_weights  # noqa: E402
+from harness import finish, parser
 
 log = logging.getLogger("bench.retrain")
 
@@ -349,7 +350,7 @@ def train_config(args: argparse.Namespace, minutes: float) -> TrainConfig:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--out", type=Path, default=Path("bench_out/retrain"))
     ap.add_argument("--model", default=str(DEMO_MODEL_DIR), help="the judge to start from (default: the demo judge)")
     ap.add_argument("--minutes", type=float, default=15.0, help="GRPO time budget of part 1 (default 15)")
@@ -415,16 +416,16 @@ def main() -> int:
     figures = summary(results)
     clean = json.loads(json.dumps(results, default=str), object_hook=public)
     (args.out / "results.json").write_text(json.dumps({**clean, "summary": figures}, indent=2) + "\n")
-    print(json.dumps(figures))
+    finish(figures)
     return 0
 
 
 def interval(before: list[bool], after: list[bool]) -> dict[str, float]:
     """after - before on the same pairs: a paired bootstrap 95 % interval and the exact McNemar p-value."""
-    e = paired_bootstrap([float(x) for x in before], [float(x) for x in after])
-    counts = paired(before, after)
-    return {"diff": e.value, "lo": e.low, "hi": e.high, **counts,
-            "mcnemar_p": mcnemar_exact(counts["fixed"], counts["broken"])}
+    d = paired_difference([float(x) for x in before], [float(x) for x in after])
+    e = d["difference"]
+    return {"diff": e["value"], "lo": e["low"], "hi": e["high"], "fixed": d["only_b"], "broken": d["only_a"],
+            "mcnemar_p": d["mcnemar_p"]}
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,6 @@ The last line printed is one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -45,6 +44,8 @@ from reflectrm_db.services import JudgmentStore  # noqa: E402
 from reflectrm.core.types import PreferencePair  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
 from tests.db.store_writer import write  # noqa: E402
+
+from harness import finish, load, parser as bench_parser  # noqa: E402
 
 THREADS, PROCESSES, PER_WRITER, CORRECTED = 8, 2, 15, 5
 _IMPORTER = """
@@ -216,14 +217,14 @@ def fresh_databases(kind: str, server: str | None, folder: Path) -> Callable[[],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--kills", type=int, default=14)
     parser.add_argument("--import-rows", type=int, default=20_000)
     parser.add_argument("--racers", type=int, default=70)
     parser.add_argument("--no-postgresql", action="store_true")
     parser.add_argument("--only", choices=("concurrency", "crash", "races"), help="run one part")
     args = parser.parse_args()
-    results: dict[str, Any] = {"load": os.getloadavg()}
+    results: dict[str, Any] = {"load_before": load()}
     folder = Path(tempfile.mkdtemp(prefix="reflectrm-bench-"))
     with postgresql_server() if not args.no_postgresql else _none() as server:
         for kind in ("sqlite", "postgresql"):
@@ -240,7 +241,7 @@ def main() -> None:
             results[kind] = figures
             print(f"{kind}: {json.dumps(figures)}", flush=True)
     shutil.rmtree(folder, ignore_errors=True)
-    print(json.dumps(results))
+    finish(results)
 
 
 @contextmanager

@@ -13,8 +13,6 @@ Default database: a new SQLite file in a temp dir. The last line printed is one 
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -27,6 +25,7 @@ from reflectrm.backends.base import Completion, SamplingParams
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair, Task
 from reflectrm.core.prompts import format_output
 from reflectrm.pipeline import judge
+from harness import finish, parser as bench_parser
 
 FILLER = "The response handles the edge case, cites the rule and checks the arithmetic step by step. " * 22
 
@@ -63,7 +62,7 @@ def bench_record(store: JudgmentStore, template: Judgment, *, count: int, start:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--records", type=int, default=300, help="timed single-judgment records")
     parser.add_argument("--export", type=int, default=10_000, help="judgments in the Parquet export")
     parser.add_argument("--db", help="database URL (default: a new SQLite file)")
@@ -100,7 +99,7 @@ def main() -> None:
         f"median {result['record_ms_median']} ms, mean {result['record_ms_mean']} ms, p95 {result['record_ms_p95']} ms"
     )
     print(f"export {rows} judgments to Parquet: {result['export_parquet_s']} s ({result['export_parquet_mb']} MB)")
-    print(json.dumps(result))
+    finish(result)
 
 
 if __name__ == "__main__":

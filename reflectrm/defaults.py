@@ -23,10 +23,10 @@ def default_model(model: str | None) -> str:
 def default_threads(model: str | None, device: str = "auto") -> int | None:
     """torch CPU threads for the transformers backend when none is asked for (None: torch's own setting).
 
-    One for the bundled demo judge on a CPU: at 3.3 M parameters a second thread barely helps, and on a
-    busy 2-core machine two OpenMP threads wait on each other (`bench/cli_threads.py`: 24 pairs took 70 s
-    on two threads, 31 s on one, beside one busy process). A real model keeps torch's setting, and so
-    does everything when OMP_NUM_THREADS is set: the user chose.
+    One for the bundled demo judge on a CPU: at 3.5 M parameters a second thread barely helps, and on a
+    busy machine OpenMP threads wait on each other at every barrier (`bench/cli_threads.py` measures
+    both). A real model keeps torch's setting, and so does everything when OMP_NUM_THREADS is set: the
+    user chose.
     """
     if os.environ.get("OMP_NUM_THREADS"):
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def demo_backend():
 def load_bench(name: str):
     """A script under bench/ loaded as a module (bench/ is not a package), e.g. load_bench("demo_probe")."""
     path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # as `python bench/NAME.py` has it: the scripts import `harness`
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module

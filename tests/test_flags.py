@@ -146,24 +146,7 @@ def test_a_bad_value_is_refused_by_the_dataclass_rule():
         judge_config("--n", "1")
 
 
-def _flags_of(parser: argparse.ArgumentParser, command: str) -> set[str]:
-    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
-    return {flag for action in sub._actions for flag in action.option_strings}
-
-
-@pytest.mark.parametrize("command, register", [
-    ("judge", lambda sub: judge_cli.register(sub, open_store=lambda url: None)),  # as reflectrm_app.cli registers it
-    ("train", train_cli.register),
-])
-def test_every_flag_the_readme_uses_exists(command, register):
-    import re
-    from pathlib import Path
-
-    readme = re.sub(r"\\\n\s*", " ", (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8"))
-    lines = [m.group(1) for m in re.finditer(rf"reflectrm {command}( [^\n`]*)", readme)]
-    assert lines, f"the README shows no `reflectrm {command}` command"
-    used = {flag for line in lines for flag in re.findall(r"(?<!\S)(--[a-z][a-z0-9-]*)", line)}
-    assert used - _flags_of(_parser(register), command) == set()
+# Every `reflectrm COMMAND --flag` the README and docs/ show is checked in tests/test_docs.py.
 
 
 def test_a_malformed_mapping_flag_exits_2_naming_the_form(capsys):

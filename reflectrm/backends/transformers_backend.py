@@ -46,8 +46,8 @@ class TransformersBackend:
         threads: torch threads while generating: None leaves torch's setting; a number sets it for the call;
             "auto" times decode steps on one thread and on torch's count and keeps the faster, probing again
             every `PROBE_EVERY` steps (on a shared machine two OpenMP threads, one of them preempted, spin
-            at every barrier: a 16-token stage 1 of the 0.6B shape took 88 s of CPU on two threads against
-            21 s on one at load 3). torch's setting is restored when the call returns.
+            at every barrier, so one thread can be several times faster). torch's setting is restored when
+            the call returns.
     """
 
     name = "transformers"
@@ -329,7 +329,7 @@ class ThreadTuner:
     A probe is two steps on each count, alternating (many, one, many, one) so that both see the same context
     length and load; the count whose better step was faster is kept. The next probe comes `PROBE_EVERY`
     steps later, twice as late each time the choice did not change (up to `PROBE_MAX`): a losing count
-    can be very slow (on a busy machine a demo-judge step took 0.5 s on two threads, 0.01 s on one), so
+    can be many times slower than the winner on a busy machine, so
     it is tried rarely, but the load changes, so never never. The choice carries over to the next call
     (and its prompt forward pass).
     """

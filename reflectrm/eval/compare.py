@@ -29,10 +29,10 @@ def compare_items(items_a: Iterable[ItemResult], items_b: Iterable[ItemResult], 
         for k in keys:
             groups["overall"].append(k)
             groups[a[k][0]].append(k)
-        result = {g: _paired([a[k][1] for k in ks], [b[k][1] for k in ks]) for g, ks in groups.items()}
+        result = {g: paired_difference([a[k][1] for k in ks], [b[k][1] for k in ks]) for g, ks in groups.items()}
         both = [k for k in keys if a[k][2] is not None and b[k][2] is not None]
         if both:
-            result["both orders"] = _paired([a[k][2] for k in both], [b[k][2] for k in both])
+            result["both orders"] = paired_difference([a[k][2] for k in both], [b[k][2] for k in both])
         out["strategies"][name] = result
     return out
 
@@ -52,7 +52,9 @@ def _outcomes(items: Iterable[ItemResult]) -> dict[tuple[str, str], tuple[str, f
     return out
 
 
-def _paired(xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
+def paired_difference(xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
+    """B - A on the same items (1.0 right, 0.0 wrong): both accuracies, the items only one gets right, the exact
+    McNemar p-value and a paired bootstrap interval of the difference (`difference`: value, low, high)."""
     only_a = sum(1 for x, y in zip(xa, xb) if x > y)
     only_b = sum(1 for x, y in zip(xa, xb) if y > x)
     return {"n": len(xa), "accuracy_a": sum(xa) / len(xa), "accuracy_b": sum(xb) / len(xb),

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
+
+import pytest
 
 from reflectrm_app.cli import build_parser
 from reflectrm_app.services import AppServices
@@ -24,12 +27,21 @@ def test_seven_tabs(services: AppServices) -> None:
     assert labels == ["Judge", "Audit", "Review queue", "Curate", "History", "Train", "Evaluate"]
 
 
-def test_app_command_defaults_and_options() -> None:
+def test_app_command_defaults_and_options(monkeypatch) -> None:
+    from reflectrm_app.settings import load_settings
+
+    for name in [n for n in os.environ if n.startswith("REFLECTRM_")]:
+        monkeypatch.delenv(name)
     args = build_parser().parse_args(["app"])
-    assert (args.host, args.port, args.db, args.model) == (None, None, None, None)  # settings decide: 127.0.0.1:7860
+    assert (args.host, args.port, args.db, args.model) == (None, None, None, None)  # not given: the settings decide
+    settings = load_settings(host=args.host, port=args.port)
+    assert (settings.app.host, settings.app.port) == ("127.0.0.1", 7860)  # the defaults --help states
+    monkeypatch.setenv("REFLECTRM_PORT", "9999")
+    assert load_settings(host=args.host, port=args.port).app.port == 9999  # the environment, when no flag
     args = build_parser().parse_args(["app", "--host", "0.0.0.0", "--port", "8080", "--db", "x.db",
                                       "--model", "/m", "--backend", "transformers"])
     assert (args.host, args.port, args.db, args.model, args.backend) == ("0.0.0.0", 8080, "x.db", "/m", "transformers")
+    assert load_settings(host=args.host, port=args.port).app.port == 8080  # a flag wins over the environment
 
 
 def _module_level_mutables(path: Path) -> list[str]:
@@ -46,11 +58,24 @@ def _module_level_mutables(path: Path) -> list[str]:
 
 
 def test_no_module_level_mutable_state() -> None:
-    # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings)
-    modules = ("settings.py", "services.py", "training.py", "resources.py", "records.py", "views.py", "ui.py",
-               "app_cli.py", "api.py", "login.py", "evaluation.py", "eval_cli.py", *(f"tabs/{p.name}" for p in (APP / "tabs").glob("*.py")))
-    found = [m for name in modules for m in _module_level_mutables(APP / name)]
+    # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings), in every
+    # module of the app, a new one included
+    modules = sorted(APP.rglob("*.py"))
+    assert {"services.py", "ui.py", "judge.py"} <= {p.name for p in modules}
+    found = [m for path in modules for m in _module_level_mutables(path)]
     assert found == []
+
+
+@pytest.mark.parametrize("source, want", [
+    pytest.param("X = []", ["m.py:X"], id="list"),
+    pytest.param("X: dict = {}", ["m.py:X"], id="annotated-dict"),
+    pytest.param("X = defaultdict(list)", ["m.py:X"], id="defaultdict"),
+    pytest.param("X = (1, 2)\nY = 'a'\nZ = MappingProxyType({})", [], id="constants"),
+])
+def test_the_mutable_state_check_finds_each_kind(tmp_path, source, want) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert _module_level_mutables(path) == want
 
 
 def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:

@@ -121,7 +121,9 @@ def test_a_writer_killed_mid_stream_leaves_every_committed_judgment_whole(sqlite
     assert counts["reflections"] == sum(len(s.judgment.reflections) for s in stored)
 
 
-def test_a_write_waits_out_a_lock_held_longer_than_the_busy_timeout(sqlite_url: str) -> None:
+def test_a_write_waits_out_a_lock_held_longer_than_the_busy_timeout(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     # The busy timeout is 50 ms; another connection holds the write lock for 400 ms. The retry loop
     # must absorb the "database is locked" errors SQLite raises meanwhile.
     settings = StoreSettings(database_url=sqlite_url, sqlite_busy_timeout_s=0.05, lock_retry_s=10)
@@ -129,12 +131,12 @@ def test_a_write_waits_out_a_lock_held_longer_than_the_busy_timeout(sqlite_url: 
     blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     blocker.execute("BEGIN IMMEDIATE")
     threading.Timer(0.4, blocker.rollback).start()
-    with JudgmentStore.open(sqlite_url, settings=settings) as store:
-        started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="reflectrm_db.engine"), \
+            JudgmentStore.open(sqlite_url, settings=settings) as store:
         report = store.add_pairs([big_pair(0)])
-        waited = time.monotonic() - started
     blocker.close()
-    assert report.added == 1 and waited >= 0.3
+    assert report.added == 1
+    assert any("database busy" in r.getMessage() for r in caplog.records)  # it met the lock and retried
 
 
 def test_the_retry_gives_up_with_a_clear_error(sqlite_url: str) -> None:

@@ -124,11 +124,9 @@ def test_should_stop_cancels_pending_requests():
         b = backend(s, max_concurrency=1)
         flag = threading.Event()
         threading.Timer(0.2, flag.set).start()
-        started = time.perf_counter()
         with pytest.raises(GenerationCancelled):
             b.generate([GenerationRequest(PROMPT, tuple(range(20)))], SAMPLE, should_stop=flag.is_set)
-        assert time.perf_counter() - started < 3  # not 20 x 0.5 s
-        assert len(s.bodies) < 5
+        assert len(s.bodies) < 5  # of 20 requests one at a time: the rest were never sent
     finally:
         s.close()
 

@@ -233,8 +233,12 @@ def test_the_time_decay_sets_the_rate_each_step_from_the_budget_left(tmp_path, m
     assert read_jsonl(tmp_path / "metrics.jsonl")[-1]["learning_rate"] == 0.0  # the rate used, not the scheduler's
 
     plain = callbacks.RunCallback(RunFiles(tmp_path), threading.Event(), max_time_s=100.0)
-    plain.on_step_begin(args, state, None, optimizer=optimizer)
-    assert optimizer.param_groups[0]["lr"] == 0.0  # without the decay, the callback leaves the rate alone
+    fresh = SimpleNamespace(param_groups=[{"lr": 2e-4}])
+    clock[0] = 1000.0
+    plain.on_train_begin(args, state, None)
+    clock[0] = 1050.0  # half the budget gone: the decay would have halved the rate
+    plain.on_step_begin(args, state, None, optimizer=fresh)
+    assert fresh.param_groups[0]["lr"] == 2e-4  # without the decay, the callback leaves the rate alone
 
 
 def test_the_original_grpo_loss_and_a_kl_term_reach_trl():
