@@ -87,12 +87,7 @@ class RewardService:
         for name in ("response_1", "response_2"):
             if name in payload and not isinstance(payload[name], str):
                 raise InputError(f"{name!r} must be a string, got {_kind(payload[name])}")
-        pair = PreferencePair.from_dict(payload)
-        given = _given_id(payload.get("id"))
-        if given is not None and pair.id != given:  # 0, false, 0.0 are ids: keep them, not a content hash
-            pair = PreferencePair(conversation=pair.conversation, response_1=pair.response_1,
-                                  response_2=pair.response_2, label=pair.label, id=given, source=pair.source,
-                                  subset=pair.subset, tie=pair.tie)
+        pair = PreferencePair.from_dict(payload)  # an id of 0, false or 0.0 is kept as written (core.types.id_text)
 
         def finish(judgments: list[Judgment]) -> dict[str, Any]:
             [judgment] = judgments
@@ -180,15 +175,6 @@ def _object(payload: Any) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InputError(f"the body must be a JSON object, got {_kind(payload)}: check the request's JSON")
     return payload
-
-
-def _given_id(value: Any) -> str | None:
-    """The client's id as text (0, false, 0.0 included: JSON's spelling); None when absent or empty."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (dict, list)):
-        raise InputError(f"'id' must be a string or a number, got {_kind(value)}")
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _prompt(value: Any, k: int) -> Any:

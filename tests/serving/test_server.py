@@ -108,7 +108,7 @@ BAD = [
     pytest.param("/v1/judge", {"query": "q", "response_1": 5, "response_2": "b"}, 400, "'response_1' must be a string",
                  id="judge-response-a-number"),
     pytest.param("/v1/judge", {"query": "q", "response_1": "a", "response_2": "b", "id": {"x": 1}}, 400,
-                 "'id' must be a string or a number", id="judge-id-an-object"),
+                 "id must be a string or a number", id="judge-id-an-object"),
     pytest.param("/v1/judge", {"query": "q", "response_1": "a", "response_2": "b", "n": 16}, 400,
                  "unknown field 'n': /v1/judge takes query, messages", id="judge-setting-not-ignored"),
     pytest.param("/v1/rewards", {"prompts": ["q"], "completions": [["a", "b"]], "opponent": 1}, 400,
