@@ -125,8 +125,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
                          reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
-    for line in describe_data(request, bench):
-        print(line, file=sys.stderr)
+    for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
+        print(line, flush=True)
     stop = threading.Event()
     _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:

@@ -24,7 +24,6 @@ object with every figure. Run `uptime` beside it: the machine may be shared.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -38,6 +37,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import httpx  # noqa: E402
+from harness import finish, parser, ratio  # noqa: E402
 
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
@@ -125,11 +125,17 @@ class Load:
         return time.perf_counter() - started
 
 
-def pct(values: list[float], q: float) -> float:
+def pct(values: list[float], q: float) -> float | None:
+    """The q-quantile of `values`; None (JSON null) when there are none."""
     if not values:
-        return float("nan")
+        return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def shown(value: float | None) -> float:
+    """A figure for the table (nan prints as such; the JSON line keeps null)."""
+    return float("nan") if value is None else value
 
 
 def rss_mib() -> float:
@@ -167,7 +173,7 @@ def row(design: str, clients: int, backend, judge_config, reward_config, args, r
     c = service.counters
     return {"design": design, "clients": clients, "groups": load.answered, "groups_per_s": served,
             "p50_s": pct(lat, 0.5), "p95_s": pct(lat, 0.95), "p99_s": pct(lat, 0.99), "429s": load.too_busy,
-            "errors": load.errors, "offline_groups_per_s": bound, "ratio": served / bound,
+            "errors": load.errors, "offline_groups_per_s": bound, "ratio": ratio(served, bound),
             "batches": c["batches"], "requests_per_batch": c["batched_requests"] / max(1, c["batches"]),
             "generating_share": c["generation_seconds"] / wall}
 
@@ -221,7 +227,7 @@ def make_backend(args):  # noqa: ANN001, ANN201
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--clients", default="1,4,16,64", help="comma-separated client counts")
     ap.add_argument("--groups", type=int, default=16, help="groups answered per row (default 16)")
     ap.add_argument("--group", type=int, default=8, help="completions per group (default 8)")
@@ -267,17 +273,18 @@ def main(argv: list[str] | None = None) -> dict:
             for clients in (int(c) for c in args.clients.split(",")):
                 r = row(design, clients, backend, judge_config, reward_config, args, record)
                 rows.append(r)
-                print(f"{design:8} {clients:7d} {r['groups_per_s']:9.3f} {r['p50_s']:7.2f} {r['p95_s']:7.2f} "
-                      f"{r['p99_s']:7.2f} {r['429s']:5d} {r['errors']:6d} {r['offline_groups_per_s']:9.3f} "
-                      f"{r['ratio']:6.2f} {r['requests_per_batch']:9.1f} {r['generating_share']:9.2f}", flush=True)
+                print(f"{design:8} {clients:7d} {r['groups_per_s']:9.3f} {shown(r['p50_s']):7.2f} "
+                      f"{shown(r['p95_s']):7.2f} {shown(r['p99_s']):7.2f} {r['429s']:5d} {r['errors']:6d} "
+                      f"{r['offline_groups_per_s']:9.3f} {shown(r['ratio']):6.2f} {r['requests_per_batch']:9.1f} "
+                      f"{r['generating_share']:9.2f}", flush=True)
     result = {"backend": backend.name, "shape": args.shape, "n": args.n, "max_new_tokens": args.max_new_tokens,
-              "group": args.group, "rows": rows, "load": os.getloadavg()}
+              "group": args.group, "rows": rows}
     if args.soak:
         result["soak"] = soak(backend, judge_config, reward_config, args, record, store)
         print(f"soak: {json.dumps(result['soak'])}", flush=True)
     if store is not None:
         store.close()
-    print(json.dumps(result))
+    finish(result)  # the last line: every figure, and the load at the end
     return result
 
 

@@ -171,7 +171,8 @@ def load_pairs(
     if not pairs:
         why = f" ({len(skipped)} invalid row(s) skipped, the first: row {skipped[0][0]}: {skipped[0][1]})" \
             if skipped else ""
-        raise InputError(f"{path} holds no valid rows{why}: add rows with a query, response_1 and response_2")
+        kind = "valid rows" if skipped else "rows"
+        raise InputError(f"{path} holds no {kind}{why}: add rows with a query, response_1 and response_2")
     return PairFile(pairs=pairs, skipped=skipped)
 
 
