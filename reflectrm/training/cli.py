@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm import flags
+from reflectrm.core.config import seed_number
 from reflectrm.errors import InputError
 from reflectrm.flags import Flag, add_config_flags
 from reflectrm.training.data import DataConfig
@@ -55,7 +56,7 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=d.temperature, help=f"rollout temperature (default {d.temperature})")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help=f"per rollout (default {d.max_new_tokens})")
     p.add_argument("--mix", default="4:1", help="preference:reflection ratio (default 4:1; 1:0 = preference only)")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
+    p.add_argument("--seed", type=seed_number, default=d.seed, help="seed (default 0)")
     p.add_argument("--batch-size", type=int, default=8, help="pairs rolled out together (default 8)")
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
