@@ -112,11 +112,20 @@ class ServeSettings(BaseModel):
     author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
     audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
     runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
+    # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
+    # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)
+    trusted_proxies: str = ""
 
     @field_validator("auth")
     @classmethod
     def _auth_pairs(cls, value: str) -> str:
         parse_auth(value)
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        parse_proxies(value)
         return value
 
     def credentials(self) -> list[tuple[str, str]]:
@@ -243,6 +252,20 @@ def parse_auth(value: str) -> list[tuple[str, str]]:
                              "(entries separated by commas)")
         pairs.append((user, password))
     return pairs
+
+
+def parse_proxies(value: str) -> list[str]:
+    """Parse "127.0.0.1,10.0.0.0/8" (IP addresses or networks); "" is no proxy. "*" is refused: it trusts everyone."""
+    import ipaddress
+
+    entries = [part.strip() for part in value.split(",") if part.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ValueError(f"trusted proxy {entry[:60]!r} is not an IP address or network (e.g. 127.0.0.1 or "
+                             "10.0.0.0/8); list only the proxies in front of the app") from None
+    return entries
 
 
 def normalise_url(url: str) -> str:
