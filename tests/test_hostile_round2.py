@@ -233,11 +233,12 @@ def test_the_connect_time_out_is_a_setting_with_a_floor() -> None:
 
 
 def test_a_backup_to_a_full_disk_is_one_line_and_leaves_nothing(world: Path) -> None:
-    """The file-size limit makes every write past 16 KiB fail as a full disk does; the store is bigger."""
-    assert (world / "store.db").stat().st_size > 16 * 1024
+    """The file-size limit makes every write past 64 KiB fail as a full disk does (room for SQLite's 32 KiB
+    shared-memory file); the store is bigger, so its copy cannot fit."""
+    assert (world / "store.db").stat().st_size > 64 * 1024
     (world / "backups").mkdir()
     done = _run(["db", "backup", "{w}/backups/copy.db", "--db", "{w}/store.db"], cwd=world,
-                limit_file_bytes=16 * 1024)
+                limit_file_bytes=64 * 1024)
     _one_line(done, "nothing was written")
     assert list((world / "backups").iterdir()) == []  # no 0-byte "backup" blocks the retry
     done = _run(["db", "backup", "{w}/backups/copy.db", "--db", "{w}/store.db"], cwd=world)
