@@ -59,6 +59,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _foreign(root / "foreign-abc.db", "9f3c2a1b7d4e")  # a revision our chain never had
     with JudgmentStore.open(f"sqlite:///{root / 'store.db'}") as store:
         store.add_pairs([])
+    shutil.copy(root / "store.db", root / "newer.db")
+    con = sqlite3.connect(root / "newer.db")
+    con.execute("UPDATE alembic_version SET version_num = '0099'")
+    con.commit()
+    assert con.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)  # a WAL switch would show in its bytes
+    con.close()
     return root
 
 
@@ -151,14 +157,20 @@ FOREIGN = [
 ]
 
 
-@pytest.mark.parametrize("db", ["foreign-0005.db", "foreign-abc.db"])
+@pytest.mark.parametrize(("db", "expected"), [
+    # another app's head "0005" is our head's name too: the store is known by its tables, not the name alone
+    pytest.param("foreign-0005.db", "another application's database", id="foreign-head-0005"),
+    pytest.param("foreign-abc.db", "another application's database", id="foreign-head-unknown"),
+    # the store's tables at a revision this version never had: a newer reflectrm's store
+    pytest.param("newer.db", "unknown to this reflectrm", id="newer-store"),
+])
 @pytest.mark.parametrize("args", FOREIGN)
-def test_a_foreign_alembic_database_is_refused_byte_for_byte(args: list[str], db: str, world: Path) -> None:
-    """Another app's head "0005" is our head's name too: the store is known by its tables, not the name alone.
-    Refused before any pragma: the WAL switch used to rewrite the file's header (and leave -wal/-shm)."""
+def test_a_database_that_is_not_this_versions_store_is_refused_byte_for_byte(args: list[str], db: str, expected: str,
+                                                                              world: Path) -> None:
+    """Refused before any pragma: the WAL switch used to rewrite the file's header (and leave -wal/-shm)."""
     before = snapshot(world)
     done = _run([*args, "--db", str(world / db)] if args[-1] != "--db" else [*args, str(world / db)], cwd=world)
-    _one_line(done, "another application's database" if db == "foreign-0005.db" else "unknown to this reflectrm")
+    _one_line(done, expected)
     assert snapshot(world) == before
 
 
