@@ -336,7 +336,7 @@ def _login_stack(trusted: str | None, monkeypatch: pytest.MonkeyPatch) -> Any:
     from reflectrm_app.settings import load_settings
     from reflectrm_app.ui import launch_options
 
-    monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # uvicorn's default; recorded, so teardown restores it
     launch_options(load_settings(auth="ana:secret", **({} if trusted is None else {"trusted_proxies": trusted})))
 
     async def wrong_password(scope: dict, receive: Any, send: Any) -> None:
