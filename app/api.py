@@ -18,6 +18,7 @@ from reflectrm_app import views
 from reflectrm_app.records import JudgeResult
 from reflectrm_app.services import AppServices, build_pair
 from reflectrm_app.tabs.common import user_of
+from reflectrm.core.config import MAX_ROW_ID
 from reflectrm.errors import InputError, ReflectRMError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,6 +51,20 @@ def _marks(text: str) -> dict[int, str]:
         raise InputError(f'marks must be a JSON object like {{"3": "right", "5": "wrong"}}, got {text[:60]!r}') from exc
 
 
+def _row_id(value: Any, *, name: str) -> int:
+    """A stored row's id exactly as sent: a JSON integer (2.7, "2", true and 1e30 are refused, not rounded)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ROW_ID:
+        raise InputError(f"{name} must be a whole number from 1 to 2**63-1 (a JSON integer), got {str(value)[:40]!r}")
+    return value
+
+
+def _verdict(value: Any) -> int:
+    """A person's verdict: the JSON integer 1 or 2."""
+    if isinstance(value, bool) or value not in (1, 2) or not isinstance(value, int):
+        raise InputError(f"verdict must be 1 or 2 (a JSON integer), got {str(value)[:40]!r}")
+    return value
+
+
 def register(services: AppServices) -> None:
     """Add the named endpoints to the Blocks being built."""
 
@@ -75,7 +90,7 @@ def register(services: AppServices) -> None:
                 request: gr.Request = None) -> dict:  # type: ignore[assignment]
         """Record (or edit) a person's verdict on a judgment; marks: JSON {"3": "right", "5": "wrong"}.
         With a login on, the author is the logged-in user whatever `author` says."""
-        record = services.correct(int(judgment_id), verdict=verdict, author=user_of(request) or author or "api",
+        record = services.correct(_row_id(judgment_id, name="judgment_id"), verdict=_verdict(verdict), author=user_of(request) or author or "api",
                                   note=note, marks=_marks(marks))
         return {"correction_id": record.id, "judgment_id": record.judgment_id, "verdict": record.verdict,
                 "author": record.author, "revision": record.revision,
@@ -86,7 +101,7 @@ def register(services: AppServices) -> None:
     @one_line_errors
     def rejudge(judgment_id: int, strategy: str) -> dict:
         """A stored judgment re-aggregated with another strategy (generates only what it lacks)."""
-        result = services.reaggregate(int(judgment_id), strategy)
+        result = services.reaggregate(_row_id(judgment_id, name="judgment_id"), strategy)
         return {"judgment_id": judgment_id, "generated": result.generated, "judgment": result.judgment.to_dict()}
 
     gr.api(judge, api_name="judge", concurrency_limit=4)

@@ -18,7 +18,7 @@ from typing import Any
 
 from reflectrm.backends import BACKENDS
 from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
-from reflectrm.core.config import JudgeConfig
+from reflectrm.core.config import JudgeConfig, row_id, seed_number
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="at most N units, drawn with --sample-seed: a unit is a pair, or a whole "
                                              "group where the score needs one (a best-of-N prompt; an RM-Bench "
                                              "prompt is 9 pairs)")
-    p.add_argument("--sample-seed", type=int, default=0,
+    p.add_argument("--sample-seed", type=seed_number, default=0,
                    help="the --limit draw (default 0); apart from --seed, so two judge seeds see the same pairs")
     p.add_argument("--skip-invalid", action="store_true",
                    help="--benchmark file: skip invalid rows (each reported) instead of refusing the file")
@@ -60,8 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="generation backend (default transformers)")
     p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="the judge's sampling seed (default 0); the --limit draw is "
-                                                        "--sample-seed")
+    p.add_argument("--seed", type=seed_number, default=0, help="the judge's sampling seed (default 0); the --limit "
+                                                                "draw is --sample-seed")
     p.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
     p.add_argument("--skip-unanimous", action="store_true", help="skip stage 2 when all samples agree")
     p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
@@ -72,8 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("compare", help="compare two evaluation runs item by item (McNemar, paired bootstrap)")
-    p.add_argument("run_a", type=int, help="the baseline run id")
-    p.add_argument("run_b", type=int, help="the run compared with it")
+    p.add_argument("run_a", type=row_id, help="the baseline run id")
+    p.add_argument("run_b", type=row_id, help="the run compared with it")
     p.add_argument("--strategy", help="only this strategy")
     p.add_argument("--strategy-b", help="compare run A's --strategy with this strategy of run B (runs may be equal)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -151,7 +151,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from reflectrm.eval.report import compare_markdown, dumps
 
-    with JudgmentStore.open(args.db, create=False) as store:
+    with JudgmentStore.open(args.db, read_only=True) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
     print(dumps(result) if args.json else compare_markdown(result))

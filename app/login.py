@@ -4,11 +4,17 @@ Gradio calls `LoginGuard.check(user, password)` for each login; the address is n
 `LoginThrottleMiddleware` counts failed logins per client address (a 400 from the login route) and
 answers 429 while an address is locked out. Both lock out for `lock_s` after `max_failures`
 failures within `window_s`.
+
+The client address is the one the server's ASGI layer (uvicorn) reports, and uvicorn takes it from
+`X-Forwarded-For` when the peer is a proxy it trusts: by default loopback, so any local client (or
+a proxy that passes the header on) could rotate the header past the throttle. `trust_proxies`
+makes the operator's list (`REFLECTRM_TRUSTED_PROXIES`, default none) uvicorn's whole list.
 """
 
 from __future__ import annotations
 
 import hmac
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +26,18 @@ from starlette.responses import JSONResponse
 MAX_FAILURES = 5  # failed logins per user (or per address) within WINDOW_S before a lock-out
 WINDOW_S = 60.0
 LOCK_S = 60.0
+
+
+FORWARDED_ALLOW_IPS = "FORWARDED_ALLOW_IPS"  # how uvicorn (which Gradio starts) reads its trusted proxies
+
+
+def trust_proxies(proxies: Sequence[str]) -> None:
+    """Believe `X-Forwarded-For` only from `proxies` (none: from nobody) in the server Gradio starts next.
+
+    uvicorn reads the list from its environment variable when Gradio builds its config, and trusts
+    loopback when it is unset; an empty entry matches no peer.
+    """
+    os.environ[FORWARDED_ALLOW_IPS] = ",".join(proxies)
 
 
 class FailureCounter:

@@ -16,7 +16,7 @@ import sys
 
 from reflectrm.backends import BACKENDS
 from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
-from reflectrm.core.config import JudgeConfig
+from reflectrm.core.config import JudgeConfig, seed_number
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import ConfigError
 
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="env var holding the bearer token POSTs must carry (unset: no token)")
     p.add_argument("--strategy", default="reflectrm", choices=sorted(STRATEGIES), help="aggregation strategy")
     p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="judge seed (default 0)")
+    p.add_argument("--seed", type=seed_number, default=0, help="judge seed (default 0)")
     p.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
     p.add_argument("--opponents", type=int, help="each completion against this many random others (default: all)")
     p.add_argument("--one-order", action="store_true", help="judge each pair in one order only (halves the cost; "

@@ -12,9 +12,9 @@ store's settings module rather than restating any field.
 
 from __future__ import annotations
 
-from reflectrm_db.settings import Settings, load_settings, parse_auth
+from reflectrm_db.settings import Settings, load_settings, parse_auth, parse_proxies
 
 AppSettings = Settings
 """The name the app's modules use for the one settings object."""
 
-__all__ = ("AppSettings", "Settings", "load_settings", "parse_auth")
+__all__ = ("AppSettings", "Settings", "load_settings", "parse_auth", "parse_proxies")

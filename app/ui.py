@@ -15,9 +15,9 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from reflectrm_app import api
-from reflectrm_app.login import FailureCounter, LoginGuard, LoginThrottleMiddleware
+from reflectrm_app.login import FailureCounter, LoginGuard, LoginThrottleMiddleware, trust_proxies
 from reflectrm_app.services import AppServices
-from reflectrm_app.settings import AppSettings
+from reflectrm_app.settings import AppSettings, parse_proxies
 from reflectrm_app.tabs import audit, curate, evaluate, history, judge, review, train
 from reflectrm_app.tabs.common import TabSpec, Workbench, source_choices
 
@@ -104,6 +104,7 @@ def launch_options(settings: AppSettings | None = None) -> dict[str, Any]:
     login (throttled per user and per address), and the upload size limit."""
     options: dict[str, Any] = {"css": CSS, "head": KEYBOARD_JS, "share": False, "ssr_mode": False,
                                "show_error": False, "footer_links": ["api"], "max_file_size": "50mb"}
+    trust_proxies(parse_proxies(settings.app.trusted_proxies) if settings is not None else [])
     credentials = settings.app.credentials() if settings is not None else []
     if credentials:
         options["auth"] = LoginGuard(credentials).check

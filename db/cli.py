@@ -74,10 +74,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     backup.set_defaults(func=cmd_backup)
 
 
-def _store(url: str | None, *, create: bool = True) -> JudgmentStore:
+def _store(url: str | None, *, create: bool = True, read_only: bool = False) -> JudgmentStore:
     from reflectrm_db.services import JudgmentStore  # late: `reflectrm --help` need not load SQLAlchemy
 
-    return JudgmentStore.open(url, create=create)
+    return JudgmentStore.open(url, create=create, read_only=read_only)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -96,7 +96,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _store(args.db, create=False) as store:  # reading a store never creates one
+    with _store(args.db, read_only=True) as store:  # reading a store never creates or changes one
         count = store.export(
             args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive, snapshot=args.snapshot
         )
@@ -141,7 +141,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     url = load_settings().database_url if args.db is None else normalise_url(args.db)
     if not url.startswith("sqlite"):  # said before connecting: the server may hold anything
         raise InputError("backup copies SQLite files: back up PostgreSQL with pg_dump")
-    with _store(args.db, create=False) as store:
+    with _store(args.db, read_only=True) as store:  # the source is only read
         store.backup(args.path)
     print(f"backed up to {args.path}", file=sys.stdout)
     return 0

@@ -17,9 +17,10 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
@@ -40,19 +41,38 @@ class DatabaseBusyError(ReflectRMError):
     """The database stayed locked by other writers for longer than `StoreSettings.lock_retry_s`."""
 
 
-def make_engine(url: str, settings: StoreSettings | None = None) -> Engine:
-    """An engine for `url` (already normalised) with the store's connection settings."""
+def make_engine(url: str, settings: StoreSettings | None = None, *, read_only: bool = False) -> Engine:
+    """An engine for `url` (already normalised) with the store's connection settings.
+
+    Every connection has a bound: SQLite waits `sqlite_busy_timeout_s` on a lock, a server gets
+    `connect_timeout_s` to answer. `read_only` (export, backup's source, reading commands) opens a
+    SQLite file with `mode=ro`, without the WAL switch that rewrites its header, and makes a
+    PostgreSQL session read-only: a reading command cannot change the database it reads.
+    """
     settings = settings or StoreSettings()
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
+        connect_args: dict[str, Any] = {"connect_timeout": settings.connect_timeout_s}
+        if read_only:
+            connect_args["options"] = "-c default_transaction_read_only=on"
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
+    read_only = read_only and not in_memory
     engine = create_engine(
-        url,
+        _read_only_sqlite(url) if read_only else url,
         connect_args={"timeout": settings.sqlite_busy_timeout_s, "check_same_thread": False},
         poolclass=StaticPool if in_memory else None,
     )
-    _configure_sqlite(engine, synchronous=settings.sqlite_synchronous, wal=not in_memory)
+    _configure_sqlite(engine, synchronous=settings.sqlite_synchronous, wal=not (in_memory or read_only))
     return engine
+
+
+def _read_only_sqlite(url: str) -> str | URL:
+    """The SQLite URL that opens the same file read-only (`file:PATH?mode=ro` as a URI filename)."""
+    parsed = make_url(url)
+    if parsed.database is None or parsed.database.startswith("file:"):
+        return url  # already a URI filename: the caller chose its mode
+    uri = Path(parsed.database).resolve().as_uri()
+    return parsed.set(database=f"{uri}?mode=ro", query={"uri": "true"})
 
 
 def _configure_sqlite(engine: Engine, *, synchronous: str, wal: bool) -> None:

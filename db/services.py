@@ -9,6 +9,9 @@ transaction (`with sessions.begin():`, retried as a whole on a lock conflict) an
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,12 +54,17 @@ def reachable(engine: Engine) -> Iterator[None]:
         yield
     except DatabaseError as exc:  # OperationalError (cannot connect) is one; so is SQLite's "file is not a database"
         engine.dispose()
-        url = engine.url.render_as_string(hide_password=True)
+        url = schema.shown_url(engine.url)
         first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
         raise ConfigError(
             f"cannot open the store at {url} ({first}): check the URL, that the file's folder "
             "exists, or that the database server is running"
         ) from exc
+
+
+def _shown_url(url: str) -> str:
+    """`url` as messages show it: its password hidden."""
+    return schema.shown_url(make_url(url))
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -94,6 +102,7 @@ def check_sqlite_file(path: Path, *, create: bool) -> None:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            revision = _alembic_revision(con) if "alembic_version" in tables else None
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
@@ -102,10 +111,17 @@ def check_sqlite_file(path: Path, *, create: bool) -> None:
                               "and its folder") from exc
         raise ConfigError(f"{str(path)!r} is not a SQLite database ({exc}): point --db at a ReflectRM store "
                           "or a new file") from exc
-    if tables and "alembic_version" not in tables:
-        raise ConfigError(f"{str(path)!r} holds tables but no store schema: point --db at a new or ReflectRM database")
-    if not tables and not create:
-        raise ConfigError(f"{str(path)!r} holds no ReflectRM store (it is empty): check --db")
+    error = schema.identity_error(repr(str(path)), tables=tables, revision=revision, create=create)
+    if error:
+        raise ConfigError(error)
+
+
+def _alembic_revision(con: sqlite3.Connection) -> str | None:
+    """The one revision in `alembic_version` (None when it holds none; a list of heads is not ours)."""
+    rows = con.execute("SELECT * FROM alembic_version").fetchall()
+    if len(rows) != 1 or len(rows[0]) != 1:
+        return None if not rows else f"{len(rows)} rows"
+    return str(rows[0][0])
 
 
 class JudgmentStore:
@@ -120,25 +136,32 @@ class JudgmentStore:
         self._writes, self._reads = session_factories(engine)
 
     @classmethod
-    def open(cls, url: str | None = None, *, settings: StoreSettings | None = None, create: bool = True) -> JudgmentStore:
+    def open(cls, url: str | None = None, *, settings: StoreSettings | None = None, create: bool = True,
+             read_only: bool = False) -> JudgmentStore:
         """Open the store at `url` (default: the store section's URL, REFLECTRM_DATABASE_URL, else ./reflectrm.db).
 
         A new database gets the schema (unless `create` is False: a command that only reads a store
         never creates one); one at an older schema revision must be upgraded first
-        (`reflectrm db upgrade`), which `ConfigError` says.
+        (`reflectrm db upgrade`), which `ConfigError` says. `read_only` (implies `create=False`): the
+        database is opened read-only (SQLite `mode=ro`, a read-only PostgreSQL session), for commands
+        that only read it (export, compare, backup's source).
         """
         settings = settings or load_settings().store
         url = settings.database_url if url is None else normalise_url(url)
+        create = create and not read_only
         path = sqlite_path(url)
-        if path is not None:
+        if path is not None:  # identified through a read-only connection, before the engine's first pragma
             check_sqlite_file(path, create=create)
-        engine = make_engine(url, settings)
+        engine = make_engine(url, settings, read_only=read_only)
         with reachable(engine):
             if not create and schema.current_revision(engine) is None:
                 engine.dispose()
-                raise ConfigError(f"{engine.url.render_as_string(hide_password=True)} holds no ReflectRM store: "
+                raise ConfigError(f"{_shown_url(url)} holds no ReflectRM store: "
                                   "check --db (a reading command never creates one)")
-            schema.ensure_schema(engine)
+            if read_only:
+                schema.check_current(engine, shown=_shown_url(url))
+            else:
+                schema.ensure_schema(engine)
         return cls(engine, settings)
 
     def check_writable(self) -> None:
@@ -155,7 +178,7 @@ class JudgmentStore:
         try:
             self._write(probe)
         except DBAPIError as exc:
-            url = self.engine.url.render_as_string(hide_password=True)
+            url = schema.shown_url(self.engine.url)
             first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
             raise ConfigError(f"the store at {url} cannot be written ({first}): fix its permissions "
                               "(file and folder) or pass a writable --db") from exc
@@ -520,19 +543,36 @@ class JudgmentStore:
         path = Path(path)
         if self.engine.dialect.name != "sqlite":
             raise InputError("backup copies SQLite files: back up PostgreSQL with pg_dump")
-        if path.exists():
+        if path.exists() or path.is_symlink():
             raise InputError(f"{path} already exists: pass a new backup path")
         if not path.parent.is_dir():
             raise InputError(f"the folder of {path} does not exist: create it first")
+        # Written to a hidden sibling and renamed when whole: a full disk or a read-only folder leaves no
+        # half or empty "backup" behind to block the retry (or to be mistaken for a good copy).
+        partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
         raw = self.engine.raw_connection()
         try:
-            target = sqlite3.connect(path)
-            try:
-                raw.driver_connection.backup(target)  # type: ignore[union-attr]
-            finally:
-                target.close()
+            _copy_sqlite(raw.driver_connection, partial, final=path)
+            os.link(partial, path)  # fails, rather than overwrite, if `path` appeared meanwhile
+        except OSError as exc:
+            raise InputError(f"cannot write the backup {str(path)!r} ({exc.strerror or exc}): check that its folder "
+                             "is writable and has room; nothing was written") from exc
         finally:
             raw.close()
+            with contextlib.suppress(OSError):
+                partial.unlink()
+
+
+def _copy_sqlite(source: Any, target_path: Path, *, final: Path) -> None:
+    """SQLite's online backup of `source` (a driver connection) into a new file; OSError on any failure."""
+    try:
+        target = sqlite3.connect(target_path)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+    except sqlite3.Error as exc:  # "disk I/O error", "unable to open database file", "database or disk is full"
+        raise OSError(errno.EIO, str(exc), str(final)) from exc
 
 
 def _check_swapped(judgments: Sequence[Judgment], *, swapped: bool) -> None:

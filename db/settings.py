@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ConfigError
@@ -48,6 +48,9 @@ class StoreSettings(BaseModel):
     # WAL + NORMAL: a process crash loses nothing committed; power loss may lose the last commits
     sqlite_synchronous: str = "NORMAL"
     lock_retry_s: float = Field(60.0, ge=0)  # a transaction that still meets "database is locked" is retried this long
+    # how long to wait for a database server to answer a new connection (a server that accepts and never
+    # answers hung `export` for ever); libpq counts whole seconds, at least 2
+    connect_timeout_s: int = Field(10, ge=2, le=3600)
 
     @field_validator("database_url")
     @classmethod
@@ -109,11 +112,20 @@ class ServeSettings(BaseModel):
     author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
     audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
     runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
+    # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
+    # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)
+    trusted_proxies: str = ""
 
     @field_validator("auth")
     @classmethod
     def _auth_pairs(cls, value: str) -> str:
         parse_auth(value)
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        parse_proxies(value)
         return value
 
     def credentials(self) -> list[tuple[str, str]]:
@@ -203,11 +215,24 @@ def load_settings(**overrides: Any) -> Settings:
     """
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:  # a section given as JSON that does not parse (REFLECTRM_STORE='{bad')
+        raise ConfigError(_settings_error_line(exc)) from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [str(part) for part in first["loc"]]
         message = first["msg"].removeprefix("Value error, ")
         raise ConfigError(f"setting {'.'.join(loc) or 'settings'}{_env_names(loc)}: {message}") from exc
+
+
+def _settings_error_line(exc: SettingsError) -> str:
+    """ "REFLECTRM_STORE is not a JSON object ..." for pydantic-settings' 'error parsing value for field "store"'."""
+    text = str(exc)
+    section = next((name for name in SECTIONS if f'"{name}"' in text), None)
+    if section is None:
+        return f"a REFLECTRM_ setting could not be read ({' '.join(text.split())}): fix it or unset it"
+    return (f"{ENV_PREFIX}{section.upper()} is not valid JSON: give a JSON object (e.g. "
+            f"{ENV_PREFIX}{section.upper()}='{{\"{_section_fields(SECTIONS[section])[0]}\": ...}}') or set single "
+            f"fields as {ENV_PREFIX}{section.upper()}__FIELD")
 
 
 def _env_names(loc: list[str]) -> str:
@@ -227,6 +252,20 @@ def parse_auth(value: str) -> list[tuple[str, str]]:
                              "(entries separated by commas)")
         pairs.append((user, password))
     return pairs
+
+
+def parse_proxies(value: str) -> list[str]:
+    """Parse "127.0.0.1,10.0.0.0/8" (IP addresses or networks); "" is no proxy. "*" is refused: it trusts everyone."""
+    import ipaddress
+
+    entries = [part.strip() for part in value.split(",") if part.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ValueError(f"trusted proxy {entry[:60]!r} is not an IP address or network (e.g. 127.0.0.1 or "
+                             "10.0.0.0/8); list only the proxies in front of the app") from None
+    return entries
 
 
 def normalise_url(url: str) -> str:
@@ -250,4 +289,25 @@ def normalise_url(url: str) -> str:
         )
     if scheme == "postgresql":  # SQLAlchemy's default driver is psycopg2; the store ships with psycopg 3
         scheme = "postgresql+psycopg"
-    return f"{scheme}://{rest}"
+    if dialect == "postgresql" and scheme != "postgresql+psycopg":
+        raise ConfigError(f"database URL driver {scheme!r} is not supported: the store talks to PostgreSQL through "
+                          "psycopg 3: write postgresql://HOST/DB or postgresql+psycopg://HOST/DB")
+    if dialect == "sqlite" and scheme not in ("sqlite", "sqlite+pysqlite"):
+        raise ConfigError(f"database URL driver {scheme!r} is not supported: write sqlite:///FILE.db")
+    normal = f"{scheme}://{rest}"
+    _check_parses(normal)
+    return normal
+
+
+def _check_parses(url: str) -> None:
+    """Refuse a URL SQLAlchemy cannot read (a bad port, an unclosed [host]) with one line, the password hidden."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+        parsed.port  # noqa: B018 - make_url reads the port lazily on some versions
+    except (ArgumentError, ValueError) as exc:
+        shown = url.split("://", 1)[0] + "://..."
+        raise ConfigError(f"the database URL {shown} is malformed ({' '.join(str(exc).split())[:120]}): "
+                          "write sqlite:///FILE.db or postgresql://USER@HOST:PORT/DB") from None

@@ -341,6 +341,13 @@ def _open_output(plan: OutputPlan) -> BinaryIO:
     return out
 
 
+def _drop_if_empty(path: Path) -> None:
+    """Remove an output file this run created and wrote nothing to (a 0-byte file would read as a judged run)."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            path.unlink()
+
+
 def _json_line(obj: dict[str, Any]) -> bytes:
     text = json.dumps(obj, ensure_ascii=False)
     try:
@@ -412,6 +419,8 @@ def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], plan: Out
     judged = judge_many(expanded, backend, config, batch_size=args.batch_size * per_pair)
     first = next(judged, None)  # the first judgment is in hand before the file is touched
     with contextlib.ExitStack() as stack:
+        if first is not None and not plan.path.exists():  # a run that fails before its first line leaves no file
+            stack.callback(_drop_if_empty, plan.path)
         out = stack.enter_context(_open_output(plan)) if first is not None else None
         bar = stack.enter_context(tqdm(total=len(pairs), initial=len(pairs) - len(todo), unit="pair",
                                        file=sys.stderr, disable=None))

@@ -3,8 +3,8 @@
     add_config_flags(parser, JudgeConfig, extra={"critique_includes_verdict": Flag(names=("--include-verdict",))})
     config = config_from_args(JudgeConfig, args)
 
-Every field becomes `--field-name` with the dataclass's default and, as help, the field's
-`metadata["help"]` or else its comment (nanoGPT style: on the field's line, or the comment lines
+Every field becomes `--field-name` with the dataclass's default (read by `metadata["parse"]` when the
+field has one, else by its type) and, as help, the field's `metadata["help"]` or else its comment (nanoGPT style: on the field's line, or the comment lines
 right above it). `Flag` adds what a class cannot say: older option names kept working, choices, a
 default tied to another flag. The idea of TRL's `HfArgumentParser`, without its dependency.
 """
@@ -100,7 +100,9 @@ def add_config_flags(
                                   "help": f"{text} (default: {shown}){'; repeatable' if spec.repeat else ''}".strip()}
         if spec.choices is not None:
             kwargs["choices"] = spec.choices
-        parsing = {"type": spec.convert} if spec.convert else _parsing(hints[f.name], f.name)
+        # the flag's own conversion, else a field's own reading (`metadata["parse"]`, e.g. a bounded seed), else its type's
+        parsing = ({"type": spec.convert} if spec.convert else
+                   {"type": f.metadata["parse"]} if "parse" in f.metadata else _parsing(hints[f.name], f.name))
         if spec.repeat:
             parsing = {"action": "append"}
         elif given_only and parsing.get("action") is argparse.BooleanOptionalAction:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -16,6 +16,13 @@ from reflectrm.errors import ConfigError
 MAX_SAMPLES = 64
 """Stage-1 samples per pair, at most (the paper uses 8, its matched-compute baseline 15): memory grows with
 n x batch size, and n = 10,000 grew past 6 GB before one judgment came out."""
+
+MAX_SEED = 2**63 - 1
+"""The largest seed: a seed is stored in a 64-bit signed column (SQLite INTEGER, PostgreSQL BIGINT) and
+handed to torch; `--seed 1e29` used to judge for minutes and then fail when the judgment was stored."""
+
+MAX_ROW_ID = 2**63 - 1
+"""The largest row id a store can hold (a 64-bit signed key): a larger one is refused before any query."""
 
 T = TypeVar("T")
 
@@ -36,7 +43,8 @@ class JudgeConfig:
     critique_includes_verdict: bool = False  # show each critique's verdict beside its analysis (Eq. 7: analysis only)
     skip_unanimous: bool = False  # skip stage 2 when every parseable output agrees (it cannot change the verdict)
     matched_compute_n: int = 15  # samples of `majority@15`, the matched-compute baseline (8 + 7)
-    seed: int = 0  # seeds sampling, critique order and random strategies; same seed, same judgment
+    # seeds sampling, critique order and random strategies; same seed, same judgment (0 to 2**63-1)
+    seed: int = field(default=0, metadata={"parse": lambda text: seed_number(text)})
     control_suffix: str = DEFAULT_CONTROL_SUFFIX  # appended to every prompt ("/no_think" for Qwen3)
 
     def __post_init__(self) -> None:
@@ -64,8 +72,7 @@ class JudgeConfig:
             raise ConfigError(f"bottom_frac must be in (0, 1] (paper: 0.10), got {self.bottom_frac!r}")
         if self.strategy in ("reflectrm", "random-anchor", "random-winners") and self.n < 2:
             raise ConfigError(f"strategy {self.strategy!r} compares samples with an anchor: n must be >= 2, got {self.n}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        check_seed("seed", self.seed)
 
     def with_(self, **changes: Any) -> JudgeConfig:
         """A copy with some fields changed (validated again)."""
@@ -86,6 +93,17 @@ def check_positive_int(name: str, value: Any) -> None:
     """Raise `ConfigError` unless `value` is an int >= 1 (a bool is not a count)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_seed(name: str, value: Any) -> None:
+    """Raise `ConfigError` unless `value` is an int in [0, MAX_SEED] (a bool is not a seed)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
+        raise ConfigError(f"{name} must be a whole number from 0 to 2**63-1, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def strict_from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
@@ -116,4 +134,32 @@ def share(text: str) -> float:
         value = float("nan")
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+def _bounded_int(text: str, *, low: int, high: int) -> int | None:
+    """`text` as a whole number in [low, high]; None when it is not one (a 5,000-digit number included)."""
+    text = text.strip()
+    if not text or len(text) > 25:  # int() of a huge digit string is slow, and no bound here has 25 digits
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def seed_number(text: str) -> int:
+    """An argparse type: a seed, a whole number from 0 to 2**63-1 (`MAX_SEED`)."""
+    value = _bounded_int(text, low=0, high=MAX_SEED)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a seed: give a whole number from 0 to 2**63-1")
+    return value
+
+
+def row_id(text: str) -> int:
+    """An argparse type: a stored row's id, a whole number from 1 to 2**63-1 (`MAX_ROW_ID`)."""
+    value = _bounded_int(text, low=1, high=MAX_ROW_ID)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an id: give a whole number from 1 to 2**63-1")
     return value

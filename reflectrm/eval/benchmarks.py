@@ -429,7 +429,13 @@ def load_benchmark(name: str, path: Path | None = None) -> Benchmark:
         raise InputError(f"benchmark {name!r} is unknown: use one of {', '.join(BENCHMARKS)} (or --data FILE alone)")
     if path is not None and path.is_dir() and name in DEFAULT_PATHS and (path / DEFAULT_PATHS[name]).is_dir():
         path = path / DEFAULT_PATHS[name]  # a data root holding every benchmark's folder
-    return spec.loader(path)
+    try:
+        return spec.loader(path)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:  # rows of another shape (a pairs file, say)
+        what = f"its rows lack the field {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else \
+            f"a row is not shaped like one ({type(exc).__name__})"
+        raise InputError(f"{str(path)!r} is not a {name} file: {what}: pass {name}'s own data to --data, or drop "
+                         "--benchmark to judge a file of pairs") from None
 
 
 BOTH_ORDERS_BY_DEFAULT = ("judgebench",)

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from reflectrm.core.config import check_seed, seed_number
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task, response_prompt
 from reflectrm.core.types import ChatMessage, Judgment, PreferencePair, Rollout
 from reflectrm.errors import ConfigError, InputError, require
@@ -56,7 +57,8 @@ class DataConfig:
     temperature: float = 1.0  # rollout sampling temperature (paper: 1.0)
     max_new_tokens: int = 1024  # per rollout (paper: 1024)
     mix: tuple[int, int] = (4, 1)  # preference : reflection (paper: 4:1); (1, 0) = preference only (RFT baseline)
-    seed: int = 0  # seeds rollouts, the correct/incorrect choice, critique order and subsampling
+    seed: int = field(default=0, metadata={"parse": seed_number})  # seeds rollouts, the correct/incorrect choice,
+    # critique order and subsampling
     keep_all_wrong: bool = True  # all-wrong items give preference examples (the paper only drops all-correct)
     critique_includes_verdict: bool = False  # show each critique's verdict (Eq. 3 lists analyses only)
     control_suffix: str = DEFAULT_CONTROL_SUFFIX  # as in JudgeConfig: the prompts the judge is used with
@@ -79,6 +81,7 @@ class DataConfig:
             raise ConfigError(f"temperature must be > 0 (rollouts must differ; paper: 1.0), got {self.temperature!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+        check_seed("seed", self.seed)
         mix = tuple(self.mix)
         if len(mix) != 2 or any(not isinstance(x, int) or x < 0 for x in mix) or mix == (0, 0):
             raise ConfigError(f"mix must be two integers >= 0, not both 0 (paper: (4, 1)), got {self.mix!r}")

@@ -23,12 +23,12 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from reflectrm.core.config import check_positive_int, strict_from_dict
+from reflectrm.core.config import check_positive_int, check_seed, counting, seed_number, strict_from_dict
 from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, InputError, require
 from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
@@ -85,7 +85,7 @@ class TrainConfig:
     weight_decay: float = 0.0  # AdamW weight decay (paper: unstated)
     max_grad_norm: float = 1.0  # gradient clipping norm (paper: unstated)
     lora: bool = False  # train a LoRA adapter (peft) instead of every weight; final/ holds the merged model
-    lora_r: int = 16  # LoRA rank
+    lora_r: int = field(default=16, metadata={"parse": counting})  # LoRA rank (at least 1)
     lora_alpha: int = 32  # LoRA scaling numerator (the update is scaled by alpha / r)
     lora_dropout: float = 0.05  # dropout on the LoRA path
     lora_target_modules: tuple[str, ...] = LORA_TARGETS  # the projections that get adapters (Qwen3 names)
@@ -101,13 +101,15 @@ class TrainConfig:
     save_total_limit: int | None = 3  # keep the newest N checkpoints (None: all)
     logging_steps: int = 1  # a metrics line every N steps
     completions_to_record: int = 4  # sampled completions kept per step for watchers
-    seed: int = 0  # seeds data order, sampling and initialisation
+    seed: int = field(default=0, metadata={"parse": seed_number})  # seeds data order, sampling and initialisation
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reward_weights", dict(self.reward_weights))
         object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
-        for name in ("batch_size", "per_device_batch_size", "max_completion_length", "save_steps", "logging_steps"):
+        for name in ("batch_size", "per_device_batch_size", "max_completion_length", "save_steps", "logging_steps",
+                     "lora_r"):
             check_positive_int(name, getattr(self, name))
+        check_seed("seed", self.seed)
         if not isinstance(self.num_generations, int) or self.num_generations < 2:
             raise ConfigError(f"num_generations must be an integer >= 2 (GRPO compares a group), got {self.num_generations!r}")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
