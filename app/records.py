@@ -80,6 +80,7 @@ class ReviewItem:
     summary: JudgmentSummary
     remaining: int
     correction: CorrectionRecord | None
+    wrapped: bool = False  # Next went past the queue's last item and started again from its first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

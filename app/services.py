@@ -52,6 +52,7 @@ MAX_INPUT_CHARS = 100_000
 
 
 BROWSE_SCAN_PAGES = 20
+REVIEW_WINDOW = 5_000  # judgments of the review queue that Next walks through (in the queue's order)
 """Pages Curate reads at most to fill one page under a text or agreement filter (those need the texts)."""
 
 
@@ -354,15 +355,24 @@ class AppServices:
     def next_for_review(
         self, *, reviewer: str, skip: Sequence[int] = (), after: int | None = None, source: str = ""
     ) -> ReviewItem | None:
-        """The first uncorrected judgment in the queue that this reviewer has not skipped, that is not
-        `after` (the item just left: Next moves on, Skip also keeps it away) and nobody else holds."""
-        leave_out = {*skip, *([after] if after else [])}
-        queue = self.store.review_queue(limit=200 + len(leave_out), source=source or None)
-        candidates = [s for s in queue if s.id not in leave_out]
+        """The uncorrected judgment that follows `after` in the queue's order (Next walks the whole queue and
+        wraps to its start, saying so; `after` itself comes last), leaving out what this reviewer skipped and
+        what somebody else holds.
+
+        The queue's order is kept by reading it with the corrected judgments in it: `after` may just have been
+        corrected (and left the queue) and the walk still goes on from where it was.
+        """
+        leave_out = set(skip)
+        queue = self.store.review_queue(limit=REVIEW_WINDOW, source=source or None, include_corrected=True)
+        ids = [s.id for s in queue]
+        start = ids.index(after) + 1 if after in ids else 0
+        walk = [(k >= start, s) for k, s in enumerate(queue)]
+        candidates = [(ahead, s) for ahead, s in walk[start:] + walk[:start]
+                      if s.correction_id is None and s.id not in leave_out]
         self.leases.release(reviewer)
-        for k, summary in enumerate(candidates):
+        for k, (ahead, summary) in enumerate(candidates):
             if self.leases.take(summary.id, reviewer):
-                return self._review_item(summary, remaining=len(candidates) - k)
+                return self._review_item(summary, remaining=len(candidates) - k, wrapped=start > 0 and not ahead)
         return None
 
     def review_item(self, judgment_id: int, *, reviewer: str) -> ReviewItem:
@@ -371,10 +381,11 @@ class AppServices:
         self.leases.take(summary.id, reviewer)
         return self._review_item(summary, remaining=0)
 
-    def _review_item(self, summary: JudgmentSummary, *, remaining: int) -> ReviewItem:
+    def _review_item(self, summary: JudgmentSummary, *, remaining: int, wrapped: bool = False) -> ReviewItem:
         stored = self.store.load(summary.id)
         active = self.store.corrections(judgment_id=summary.id, include_withdrawn=False)
-        return ReviewItem(stored=stored, summary=summary, remaining=remaining, correction=active[0] if active else None)
+        return ReviewItem(stored=stored, summary=summary, remaining=remaining, wrapped=wrapped,
+                          correction=active[0] if active else None)
 
     def correct(
         self,

@@ -338,6 +338,8 @@ def review_header(item: ReviewItem) -> str:
     anchor = "none" if s.anchor_confidence is None else f"{s.anchor_confidence:.3f}"
     label = "unknown" if s.label is None else f"Response {s.label}"
     left = f" · {item.remaining - 1} more after this" if item.remaining else ""
+    if item.wrapped:
+        left += " · back at the start of the queue (Next had walked through every item)"
     status = "not corrected yet" if item.correction is None else correction_text(item.correction)
     return (f"Judgment #{s.id} · source {s.source or '—'} · flags: {flags} · anchor confidence {anchor} · "
             f"judge says {_resp(s.verdict)} · known label {label}{left}\n{status}")

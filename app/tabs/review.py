@@ -52,6 +52,8 @@ def build(wb: Workbench, tab: Any) -> None:
             empty = gr.update(choices=[], value=[])
             return ["The queue is empty: nothing left to review.", None, "", "", "", None, empty, empty, "", "",
                     note_text, None]
+        if item.wrapped and not note_text:
+            note_text = "Back at the start of the queue: Next has walked through every item"
         j = item.stored.judgment
         choices = [(f"#{k} ({'R' + str(r.prediction) if r.prediction else 'unparseable'})", k)
                    for k, r in enumerate(j.rollouts)]

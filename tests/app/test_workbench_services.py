@@ -111,17 +111,46 @@ def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) 
         services.withdraw(jid, author="ana")
 
 
-def test_next_moves_on_and_skip_keeps_an_item_away(services: AppServices) -> None:
-    services.add_demo_pairs(3)
-    for _, p in services.pairs(services.demo_source()):
-        services.judge(p)
-    first = services.next_for_review(reviewer="a")
-    second = services.next_for_review(reviewer="a", after=first.summary.id)
-    assert second.summary.id != first.summary.id  # Next moved on (it used to show the same item again)
-    third = services.next_for_review(reviewer="a", after=second.summary.id)
-    assert third.summary.id != second.summary.id  # Next does not skip: the first item may come back
-    skipped = services.next_for_review(reviewer="a", skip=[first.summary.id], after=second.summary.id)
-    assert skipped.summary.id not in (first.summary.id, second.summary.id)
+def _judged_demo_pairs(services: AppServices, count: int) -> list[int]:
+    services.add_demo_pairs(count)
+    return [services.judge(p).judgment_id for _, p in services.pairs(services.demo_source())]
+
+
+def test_next_walks_the_whole_queue_in_order_and_says_when_it_wraps(services: AppServices) -> None:
+    _judged_demo_pairs(services, 5)
+    order = [s.id for s in services.store.review_queue(limit=100)]
+    seen, item = [], services.next_for_review(reviewer="a")
+    for _ in range(len(order)):
+        seen.append(item.summary.id)
+        assert not item.wrapped
+        item = services.next_for_review(reviewer="a", after=item.summary.id)
+    assert seen == order  # every item once, in the queue's order (it used to bounce between two items)
+    assert item.summary.id == order[0] and item.wrapped  # then back to the first, saying so
+
+
+def test_next_goes_on_from_an_item_just_corrected(services: AppServices) -> None:
+    _judged_demo_pairs(services, 4)
+    order = [s.id for s in services.store.review_queue(limit=100)]
+    services.correct(order[1], verdict=1, author="ana")  # the item just left is no longer in the queue
+    item = services.next_for_review(reviewer="a", after=order[1])
+    assert item.summary.id == order[2] and not item.wrapped
+
+
+def test_skip_keeps_an_item_away_for_the_session(services: AppServices) -> None:
+    _judged_demo_pairs(services, 3)
+    order = [s.id for s in services.store.review_queue(limit=100)]
+    seen, skip, item = [], [order[0]], services.next_for_review(reviewer="a", skip=[order[0]], after=order[0])
+    for _ in range(2 * len(order)):
+        seen.append(item.summary.id)
+        item = services.next_for_review(reviewer="a", skip=skip, after=item.summary.id)
+    assert order[0] not in seen and set(seen) == set(order[1:])
+    assert services.next_for_review(reviewer="a", skip=order) is None  # all skipped: the queue is empty
+
+
+def test_next_on_the_only_item_shows_it_again_as_a_wrap(services: AppServices, pair: PreferencePair) -> None:
+    jid = services.judge(pair).judgment_id
+    item = services.next_for_review(reviewer="a", after=jid)
+    assert item.summary.id == jid and item.wrapped
 
 
 def test_review_item_by_id_reads_one_summary(services: AppServices, pair: PreferencePair) -> None:
