@@ -94,10 +94,20 @@ def build_pair(
         fields["query"] = query
     pair = PreferencePair.from_dict(fields)
     if base and PreferencePair.from_dict(base).fingerprint() == pair.fingerprint():
+        _refuse_a_relabelled_copy(PreferencePair.from_dict(base), label)
         pair = replace(pair, id=base.get("id") or pair.id, source=base.get("source") or "", subset=base.get("subset") or "")
     elif not pair.source:
         pair = replace(pair, source="manual")
     return pair
+
+
+def _refuse_a_relabelled_copy(picked: PreferencePair, label: Choice | None) -> None:
+    """Judging a picked pair under another known label would store a second copy of it with that label."""
+    if label != picked.label:
+        known = "unknown" if picked.label is None else f"Response {picked.label}"
+        raise InputError(f"pair {picked.id or '(no id)'} of data set {picked.source or '(none)'} is labelled {known} "
+                         f"there; judging it as another label would add a second copy: set Known better response "
+                         f"back to {known} (to say the label is wrong, judge it and correct it in the Review queue)")
 
 
 def parse_marks(right: Sequence[int], wrong: Sequence[int]) -> dict[int, Mark]:
