@@ -247,12 +247,12 @@ def _reflection_row(r: Reflection) -> str:
 
 
 def confidence_frame(j: Judgment | None) -> pd.DataFrame:
-    """One bar per sample, as its card's bar shows it: Eq. 5 confidence above the lowest sample's, so the
-    most confident sample has the tallest bar; coloured by its role; -inf samples left out."""
+    """One bar per sample, as long as its card's bar (`_bar_width`: the lowest finite Eq. 5 confidence at 8 %,
+    the highest at 100 %), so the most confident sample has the tallest bar and none is drawn with no height;
+    coloured by its role; -inf samples left out."""
     columns = ["sample", "shown", "confidence", "role"]
     finite = [] if j is None else [r for r in j.rollouts if math.isfinite(r.confidence)]
-    low = min((r.confidence for r in finite), default=0.0)
-    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "shown": r.confidence - low,
+    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "shown": _bar_width(r, j),  # type: ignore[arg-type]
              "confidence": r.confidence, "role": _role(r, j)} for r in finite]  # type: ignore[arg-type]
     return pd.DataFrame(rows, columns=columns).astype({"shown": float, "confidence": float, "sample": str,
                                                        "role": str})

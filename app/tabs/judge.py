@@ -107,7 +107,7 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
     anatomy = gr.HTML(elem_id="judge-anatomy", js_on_load=None)
     plot = gr.BarPlot(views.confidence_frame(None), x="sample", y="shown", color="role",
                       title="Confidence per analysis (Eq. 5), as the cards show it",
-                      y_title="confidence above the lowest sample's", height=260,
+                      y_title="bar on the card (%)", y_lim=[0, 100], height=300,
                       color_map=dict(views.ROLE_COLOURS), elem_id="judge-plot")
     with gr.Accordion("Raw judgment (JSON)", open=False):
         raw = gr.JSON(elem_id="judge-json")

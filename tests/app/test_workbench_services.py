@@ -3,6 +3,7 @@ contradict what is known, one judgment's concurrent corrections become an edit, 
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -207,11 +208,16 @@ def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(stra
 
 def test_the_confidence_plot_shows_what_the_cards_show() -> None:
     from reflectrm_app import views
+    from reflectrm_app.records import JudgeResult
 
     frame = views.confidence_frame(_judgment([1, 2, 1]))  # confidences -0.1 (anchor), -0.2, -0.3
     tallest = frame.loc[frame["shown"].idxmax()]
     assert tallest["role"] == "anchor" and tallest["sample"] == "#00"  # bars hung from 0 made it the shortest
-    assert frame["shown"].min() == 0.0
+    # the lowest sample's card bar is 8 % long: its plot bar is too (it used to be a zero-height bar)
+    j = _judgment([1, 2, 1])
+    html = views.anatomy_html(JudgeResult(judgment_id=1, judgment=j))
+    card_widths = [float(w) for w in re.findall(r'rr-fill" style="width:([0-9.]+)%', html)]
+    assert [round(x, 1) for x in sorted(frame["shown"])] == sorted(card_widths) and frame["shown"].min() == 8.0
 
 
 def test_the_curate_table_says_which_label_is_which() -> None:
