@@ -57,7 +57,7 @@ def result_outputs(result: JudgeResult, status: str) -> list[Any]:
 
 def cleared_outputs(status: str) -> list[Any]:
     """Values for `JudgeView.outputs` after an error or Stop: nothing stale stays under the new inputs."""
-    return [status, "", "", gr.update(value=None), "", views.confidence_frame(None), None]
+    return [status, "", "", gr.update(value=None), "", None, None]  # no plot: see `build` on why not an empty one
 
 
 def opened_outputs(services: Any, judgment_id: int) -> list[Any]:
@@ -105,7 +105,9 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
     switch = gr.Radio(list(STRATEGY_NAMES), label="Re-aggregate the same rollouts with another strategy",
                       elem_id="judge-switch")
     anatomy = gr.HTML(elem_id="judge-anatomy", js_on_load=None)
-    plot = gr.BarPlot(views.confidence_frame(None), x="sample", y="shown", color="role",
+    # no initial (empty) frame: the chart drawn from one kept its empty colour scale when the first judgment
+    # arrived (bars with no fill, an empty legend) until the tab was left and shown again
+    plot = gr.BarPlot(None, x="sample", y="shown", color="role",
                       title="Confidence per analysis (Eq. 5), as the cards show it",
                       y_title="bar on the card (%)", y_lim=[0, 100], height=300,
                       color_map=dict(views.ROLE_COLOURS), elem_id="judge-plot")
