@@ -21,7 +21,7 @@ from reflectrm_app.tabs.common import TabSpec, Workbench, failure_text, judgment
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.eval.runner import DEFAULT_STRATEGIES
 
-OpenHook = Callable[[gr.Button, gr.Number, gr.Textbox], None]
+OpenHook = Callable[[gr.Button, gr.Textbox, gr.Textbox], None]
 RUN_KEY = "app:evaluate"  # runs belong to the app, not to a browser session: any session's Stop stops them
 
 
@@ -47,11 +47,12 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
                         elem_id="eval-runs")
     with gr.Row():
         refresh_btn = gr.Button("Refresh runs", elem_id="eval-refresh")
-        run_id = gr.Number(None, label="Run", precision=0, elem_id="eval-run-id")
+        # Textboxes, not gr.Number: an empty Number shows 0, which reads as a run or judgment that does not exist
+        run_id = gr.Textbox(label="Run", placeholder="click a run above", elem_id="eval-run-id")
         show_btn = gr.Button("Show report", elem_id="eval-show")
         resume_btn = gr.Button("Resume run", elem_id="eval-resume")
-        run_a = gr.Number(None, label="Compare run A", precision=0, elem_id="eval-run-a")
-        run_b = gr.Number(None, label="with run B", precision=0, elem_id="eval-run-b")
+        run_a = gr.Textbox(label="Compare run A", elem_id="eval-run-a")
+        run_b = gr.Textbox(label="with run B", elem_id="eval-run-b")
         compare_btn = gr.Button("Compare", elem_id="eval-compare")
     report = gr.Markdown(elem_id="eval-report")
     plot = gr.HTML(elem_id="eval-plot")
@@ -59,7 +60,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     items = gr.Dataframe(headers=list(ITEM_COLUMNS), label="Wrong, abstained or flipped items", interactive=False,
                          elem_id="eval-items")
     with gr.Row():
-        judgment_id = gr.Number(None, label="Judgment #", precision=0, elem_id="eval-judgment-id")
+        judgment_id = gr.Textbox(label="Judgment #", placeholder="click an item above", elem_id="eval-judgment-id")
         open_btn = gr.Button("Open in Judge view", elem_id="eval-open")
         open_status = gr.Textbox(label="Status", interactive=False, elem_id="eval-open-status", scale=3)
 
@@ -69,9 +70,11 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
                           both_orders=bool(orders)), cancel=cancel, progress=report), progress)
 
     def resume(rid, progress=gr.Progress()):  # noqa: B008
-        if rid is None:
-            return "pick a run to resume (click it in Runs)", evals.runs_table(), gr.update(), "", ""
-        return execute(lambda cancel, report: evals.resume(int(rid), cancel=cancel, progress=report), progress)
+        try:
+            number = run_number(rid, "Run")
+        except ReflectRMError as exc:
+            return f"error: {exc}", evals.runs_table(), gr.update(), "", ""
+        return execute(lambda cancel, report: evals.resume(number, cancel=cancel, progress=report), progress)
 
     def execute(work, progress):
         if services.cancels.running(RUN_KEY):
@@ -95,19 +98,20 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
 
     def show(rid):
         try:
-            view = evals.view(int(rid))
-            return view.markdown, view.plot_svg, evals.items_to_check(int(rid)), ""
-        except (ReflectRMError, TypeError, ValueError) as exc:
+            number = run_number(rid, "Run")
+            view = evals.view(number)
+            return view.markdown, view.plot_svg, evals.items_to_check(number), ""
+        except ReflectRMError as exc:
             return "", "", [], f"error: {exc}"
 
     def compare(a, b):
         try:
-            return evals.compare(int(a), int(b))
-        except (ReflectRMError, TypeError, ValueError) as exc:
+            return evals.compare(run_number(a, "Compare run A"), run_number(b, "with run B"))
+        except ReflectRMError as exc:
             return f"error: {exc}"
 
     def first_cell(evt: gr.SelectData):
-        return evt.row_value[0] if evt.row_value else None
+        return str(evt.row_value[0]) if evt.row_value else ""
 
     run_outputs = [status, runs, run_id, report, plot]
     run_btn.click(launch, [benchmark, data, subset, limit, strategies, both], run_outputs, api_visibility="private",
@@ -124,7 +128,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     benchmark.focus(lambda: gr.update(choices=evals.choices()), None, benchmark, api_visibility="private")
 
 
-def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Number, status: gr.Textbox) -> None:
+def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Textbox, status: gr.Textbox) -> None:
     """The drill-down: `button` opens judgment `judgment_id` in the Judge tab, as recorded; a failure is said
     in `status`, beside the button (not on the Judge tab, where nobody is looking)."""
     judge = wb.views["judge"]
@@ -140,6 +144,16 @@ def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Number, sta
             return {**unchanged(outs), status: f"error: {exc}"}
 
     button.click(open_it, judgment_id, outs, api_visibility="private")
+
+
+def run_number(value: Any, field: str) -> int:
+    """A run id typed or clicked into a form field (named in the error when it is empty or not a number)."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise InputError(f'"{field}" is empty: click a run in Runs (or type its number)')
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(f'"{field}" must be a run number like 3, got {text!r}')
+    return int(text)
 
 
 def _interrupted_text(run_ids: list[int]) -> str:

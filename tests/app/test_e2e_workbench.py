@@ -1,4 +1,5 @@
-"""End to end in Chromium: the Review queue walks, and the confidence plot draws on a fresh page.
+"""End to end in Chromium: the Review queue walks, the confidence plot draws on a fresh page, and an
+evaluation run cut off by a crash is marked interrupted after a restart and resumes.
 
 The real `reflectrm app` (demo judge, SQLite) runs in a subprocess over a store seeded by a scripted
 judge (as in `test_e2e`). With REFLECTRM_SHOTS set to a folder, the tests leave screenshots there.
@@ -8,7 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,8 +21,11 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
+from reflectrm_db.evaluation import EvalRunRecord, EvalStore  # noqa: E402
 from reflectrm_db.services import JudgmentStore  # noqa: E402
-from tests.app.browser import CHROMIUM, launch_chromium, running_app  # noqa: E402
+from tests.app.browser import (  # noqa: E402
+    CHROMIUM, REPO, app_env, free_port, launch_chromium, running_app, wait_ready,
+)
 from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, value, wait_value  # noqa: E402
 
 pytestmark = [
@@ -102,3 +110,60 @@ def test_the_confidence_plot_draws_filled_bars_and_a_legend_on_a_fresh_page(page
     legend = page.locator("#judge-plot svg .role-legend-label text").evaluate_all("els => els.map(e => e.textContent)")
     assert {"anchor"} <= set(legend), legend
     shot(page, "plot-fresh-page", selector="#judge-plot")
+
+
+# --- evaluation runs across an app restart -------------------------------------------------------------------------
+
+
+@contextmanager
+def app_process(db_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`reflectrm app` on a free port, with its process (a test may kill it, as a crash would)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "reflectrm_app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=app_env(db_url), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_ready(url + "/", proc)
+            yield url, proc
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def eval_runs(db_url: str) -> list[EvalRunRecord]:
+    with JudgmentStore.open(db_url) as store:
+        return EvalStore(store).runs()
+
+
+def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(browser: Browser,
+                                                                             tmp_path: Path) -> None:
+    db_url, log = f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "app.log"
+    with app_process(db_url, log) as (url, proc):
+        page = new_page(browser, url)
+        open_tab(page, "Evaluate")
+        page.locator("#eval-limit input").fill("6")
+        page.click("#eval-run")
+        deadline = time.monotonic() + 180
+        while not (eval_runs(db_url) and eval_runs(db_url)[0].items_done >= 1):  # bounded: the deadline
+            assert time.monotonic() < deadline, "no pair judged within 180 s"
+            page.wait_for_timeout(200)
+        proc.kill()  # the app dies mid-run: nothing marks the run
+        proc.wait()
+        page.context.close()
+    [left] = eval_runs(db_url)
+    assert left.status == "running" and left.items_done < left.items_total
+    with app_process(db_url, log) as (url, _):
+        page = new_page(browser, url)
+        open_tab(page, "Evaluate")
+        wait_value(page, "eval-status", rf"^run\(s\) {left.id} interrupted: the app stopped .* Resume run")
+        assert value(page, "eval-run-id") == "" and value(page, "eval-judgment-id") == ""  # empty fields, not 0
+        page.click("#eval-open")
+        wait_value(page, "eval-open-status", r"^error: no item is chosen")
+        page.locator("#eval-run-id textarea").fill(str(left.id))
+        page.click("#eval-show")
+        expect(page.locator("#eval-report")).to_contain_text(f"Unfinished run (interrupted): {left.items_done} of 6")
+        shot(page, "eval-interrupted-after-restart")
+        page.click("#eval-resume")
+        wait_value(page, "eval-status", rf"^run {left.id} completed: 6/6 pair-orders judged", timeout_s=300)
+        page.context.close()

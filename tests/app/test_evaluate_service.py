@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -75,3 +76,15 @@ def test_after_a_restart_a_run_left_running_is_interrupted_unfinished_and_resume
     assert "Unfinished" not in restarted.view(run_id).markdown
     with pytest.raises(InputError, match="is completed: only a stopped, failed or interrupted run resumes"):
         restarted.resume(run_id, cancel=threading.Event())
+
+
+@pytest.mark.parametrize(("typed", "fragment"), [
+    pytest.param("", '"Run" is empty: click a run', id="empty"),  # used to be int(None): a TypeError's text
+    pytest.param("2.5", "must be a run number like 3", id="fraction"),
+    pytest.param("0", "must be a run number like 3", id="zero"),
+])
+def test_a_run_field_that_holds_no_run_number_names_the_field(typed: str, fragment: str) -> None:
+    from reflectrm_app.tabs.evaluate import run_number
+
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        run_number(typed, "Run")
