@@ -96,6 +96,7 @@ def build_app(services: AppServices, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blo
         pickers = [wb.views[k].source for k in ("judge", "audit") if k in wb.views]
         demo.load(lambda: [*(source_choices(services) for _ in pickers), services.active_judge()], None,
                   [*pickers, active_judge], api_visibility="private")
+    api.name_missing_values(demo)
     return demo
 
 
