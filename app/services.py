@@ -424,11 +424,14 @@ class AppServices:
                                           marks=dict(marks or {}))
 
     def withdraw(self, judgment_id: int, *, author: str) -> CorrectionRecord:
-        """Withdraw the judgment's active correction (its examples are withdrawn with it)."""
+        """Withdraw the judgment's active correction (its examples are withdrawn with it).
+
+        Returns the correction as it stood before (what was withdrawn: its examples' ids)."""
         active = self.store.corrections(judgment_id=int(judgment_id), include_withdrawn=False)
         if not active:
             raise InputError(f"judgment {judgment_id} has no correction to withdraw")
-        return self.store.withdraw_correction(active[0].id, author=author.strip() or self.settings.app.author)
+        self.store.withdraw_correction(active[0].id, author=author.strip() or self.settings.app.author)
+        return active[0]
 
     def release(self, reviewer: str) -> None:
         self.leases.release(reviewer)

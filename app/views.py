@@ -109,7 +109,9 @@ def _strategy_rows(j: Judgment) -> list[tuple[str, str]]:
     """What this strategy used: anchor and winner group, a tie-breaker, or the greedy output."""
     strategy = _strategy(j)
     if strategy is not None and strategy.greedy:
-        return [("Greedy output", "one output at temperature 0 decides; the samples below are not used")]
+        samples = sum(not r.greedy for r in j.rollouts)  # a re-aggregation keeps the record's samples
+        unused = f"; the {samples} sample(s) below are not used" if samples else ""
+        return [("Greedy output", f"one output at temperature 0 decides{unused}")]
     if _reflects(j):
         return [("Anchor", anchor_reason(j)), ("Winner group", winners_text(j))]
     how = ("each sample's vote weighs exp(its confidence)" if j.strategy == "confidence-weighted"
@@ -173,7 +175,10 @@ def vote_text(j: Judgment) -> str:
         return "no vote"
     c1, c2 = j.vote.counts
     fmt = (lambda x: f"{x:.3f}") if j.strategy == "confidence-weighted" else (lambda x: f"{x:g}")
-    text = f"Response 1: {fmt(c1)} · Response 2: {fmt(c2)} · voters " + (", ".join(f"#{v}" for v in j.vote.voters) or "none")
+    greedy = _strategy(j) is not None and _strategy(j).greedy  # type: ignore[union-attr]
+    # a greedy judgment's one voter is the greedy output (its index 0 is not sample #0)
+    voters = "the greedy output" if greedy and j.vote.voters else ", ".join(f"#{v}" for v in j.vote.voters) or "none"
+    text = f"Response 1: {fmt(c1)} · Response 2: {fmt(c2)} · voters {voters}"
     if j.vote.anchor_added:
         text += " · tie-break: the anchor joined the vote (empty winner group or tie, Eq. 9)"
     else:
@@ -343,6 +348,19 @@ def review_header(item: ReviewItem) -> str:
     status = "not corrected yet" if item.correction is None else correction_text(item.correction)
     return (f"Judgment #{s.id} · source {s.source or '—'} · flags: {flags} · anchor confidence {anchor} · "
             f"judge says {_resp(s.verdict)} · known label {label}{left}\n{status}")
+
+
+def withdrawn_text(before: CorrectionRecord) -> str:
+    """What a withdrawal took away, counted from the correction as it stood (a withdrawn one derives nothing)."""
+    return (f"Withdrew correction #{before.id} with its {len(before.preference_example_ids)} preference example(s) "
+            f"and {len(before.reflection_pair_ids)} reflection pair(s)")
+
+
+def resumed_text(run_id: int, checkpoint_step: int | None) -> str:
+    """Where a resumed training run starts: its last checkpoint, or (with none yet) step 0."""
+    if checkpoint_step is None:
+        return f"run #{run_id} starts again from step 0: it stopped before its first checkpoint"
+    return f"resumed run #{run_id} from its checkpoint at step {checkpoint_step}"
 
 
 def correction_text(c: CorrectionRecord) -> str:

@@ -108,8 +108,7 @@ def build(wb: Workbench, tab: Any) -> None:
             item = services.review_item(int(cur), reviewer=session_key(request, "review"))
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
-        return show(item, f"withdrew correction #{record.id} and its {len(record.reflection_pair_ids)} reflection "
-                          f"pair(s) and {len(record.preference_example_ids)} preference example(s)")
+        return show(item, views.withdrawn_text(record))
 
     def first_item(cur, skip_ids, src, request: gr.Request):
         return unchanged(shown) if cur else next_item(None, skip_ids, src, request)

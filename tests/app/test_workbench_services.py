@@ -108,6 +108,11 @@ def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) 
     record = services.withdraw(jid, author="ana")
     assert not services.store.corrections(judgment_id=jid, include_withdrawn=False)
     assert services.browse("preference", ) == [] and record.id
+    # the message counts what was withdrawn (it said 0: a withdrawn correction derives nothing)
+    from reflectrm_app import views
+
+    assert len(record.preference_example_ids) == 1
+    assert views.withdrawn_text(record).startswith(f"Withdrew correction #{record.id} with its 1 preference example")
     with pytest.raises(InputError, match="no correction to withdraw"):
         services.withdraw(jid, author="ana")
 
@@ -218,6 +223,18 @@ def test_the_confidence_plot_shows_what_the_cards_show() -> None:
     html = views.anatomy_html(JudgeResult(judgment_id=1, judgment=j))
     card_widths = [float(w) for w in re.findall(r'rr-fill" style="width:([0-9.]+)%', html)]
     assert [round(x, 1) for x in sorted(frame["shown"])] == sorted(card_widths) and frame["shown"].min() == 8.0
+
+
+def test_a_greedy_judgment_names_the_greedy_output_as_its_voter(services: AppServices, pair: PreferencePair) -> None:
+    from reflectrm_app import views
+    from reflectrm_app.records import JudgeResult
+
+    result = services.judge(pair, strategy="greedy")
+    html = views.anatomy_html(JudgeResult(judgment_id=result.judgment_id, judgment=result.judgment))
+    vote = views.vote_text(result.judgment)
+    assert "voters the greedy output" in vote and "#0" not in vote  # it named sample #0
+    assert all(r.greedy for r in result.judgment.rollouts)
+    assert "not used" not in html  # no samples are shown, so none are "below"
 
 
 def test_the_curate_table_says_which_label_is_which() -> None:
