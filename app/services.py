@@ -7,6 +7,7 @@ values (`reflectrm` and `db` types, or `reflectrm_app.records`), never UI compon
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -101,6 +102,20 @@ def build_pair(
     return pair
 
 
+@functools.lru_cache(maxsize=32)
+def judge_label(model: str) -> str:
+    """A model path or Hub id as people name it: "demo judge", a run's "run/checkpoint-40", or the Hub id, with
+    the revision of its weights (a short sha256 of a local folder's weight files; a Hub snapshot id)."""
+    from reflectrm.backends.transformers_backend import weights_revision  # stdlib and our code only: cheap
+
+    path = Path(model)
+    if not path.is_dir():
+        return model
+    name = "demo judge" if path.resolve() == Path(DEMO_MODEL_DIR).resolve() else "/".join(path.resolve().parts[-2:])
+    revision = weights_revision(model)
+    return f"{name} · {revision[:19]}" if revision else name
+
+
 def _refuse_a_relabelled_copy(picked: PreferencePair, label: Choice | None) -> None:
     """Judging a picked pair under another known label would store a second copy of it with that label."""
     if label != picked.label:
@@ -185,6 +200,10 @@ class AppServices:
     def active_judge(self) -> str:
         """The model the app judges with now (a path or Hugging Face id)."""
         return self.model.name or self.settings.generation.model or str(DEMO_MODEL_DIR)
+
+    def active_judge_label(self) -> str:
+        """The active judge as the header shows it: its name and weights revision, not the host's absolute path."""
+        return judge_label(self.active_judge())
 
     def use_judge(self, run_id: int, checkpoint: str) -> str:
         """Make a training run's checkpoint the judge every later judgment uses; returns its path.

@@ -381,9 +381,10 @@ def summaries_frame(rows: Sequence[JudgmentSummary]) -> pd.DataFrame:
     return pd.DataFrame([{
         "id": s.id, "recorded": s.created_at.strftime("%Y-%m-%d %H:%M:%S"), "source": s.source, "query": s.query,
         "judge": _resp(s.verdict), "label": _resp(s.label), "strategy": s.strategy, "flags": ", ".join(s.flags),
-        "twin": s.twin_id if s.twin_id is not None else "", "corrected": "yes" if s.correction_id else "",
+        "twin": s.twin_id if s.twin_id is not None else "", "swapped": "yes" if s.swapped else "",
+        "corrected": "yes" if s.correction_id else "",
     } for s in rows], columns=["id", "recorded", "source", "query", "judge", "label", "strategy", "flags", "twin",
-                               "corrected"])
+                               "swapped", "corrected"])  # an audit's twin shows the other label: "swapped" says why
 
 
 # --- curate ---------------------------------------------------------------------------------------------------

@@ -186,7 +186,8 @@ def build(wb: Workbench, tab: Any) -> None:
             name = services.use_judge(int(run_id), path)
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
-        return {status: f"the judge is now {name}: judgments from now on use it", active_judge: name,
+        return {status: f"the judge is now {name}: judgments from now on use it",
+                active_judge: services.active_judge_label(),
                 base_model: name}
 
     def evaluate_checkpoint(run_id, path, name, most, request: gr.Request, progress=gr.Progress()):  # noqa: B008

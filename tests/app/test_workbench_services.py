@@ -266,3 +266,27 @@ def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> 
     assert services.browse("preference", ExampleFilter(source="elsewhere")) == []
     services.set_excluded("preference", [every[0].id], excluded=True)
     assert services.mix().preference == 2  # counted in SQL, active only
+
+
+def test_history_marks_the_swapped_twin_of_an_audit(services: AppServices, pair: PreferencePair) -> None:
+    from reflectrm_app import views
+
+    audit = services.audit(pair)
+    rows = views.summaries_frame(services.history()).set_index("id")
+    # two rows with opposite labels: the swapped column says which one saw the responses swapped
+    assert rows.loc[audit.swapped.judgment_id, "swapped"] == "yes"
+    assert rows.loc[audit.original.judgment_id, "swapped"] == ""
+    assert rows.loc[audit.swapped.judgment_id, "label"] != rows.loc[audit.original.judgment_id, "label"]
+
+
+def test_the_header_names_the_judge_and_its_revision_not_the_host_path(tmp_path: Path) -> None:
+    from reflectrm_app.services import judge_label
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    demo = judge_label(str(DEMO_MODEL_DIR))
+    assert demo.startswith("demo judge · sha256:") and str(Path(DEMO_MODEL_DIR).parent) not in demo
+    checkpoint = tmp_path / "run-7" / "checkpoint-40"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    assert judge_label(str(checkpoint)).startswith("run-7/checkpoint-40 · sha256:")
+    assert judge_label("org/some-judge") == "org/some-judge"  # a Hub id is its own name
