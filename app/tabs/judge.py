@@ -177,6 +177,7 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.judge(
                 pair, strategy=strat, seed=sd, cancel=cancel, progress=report))
         except ReflectRMError as exc:
+            gr.Warning(failure_text(exc), title="Not judged")  # a toast: the status box may be below the fold
             return cleared_outputs(failure_text(exc))
         t = result.judgment.timings
         note = f"judged and recorded as #{result.judgment_id} in {t.get('stage1_s', 0) + t.get('stage2_s', 0):.1f}s"

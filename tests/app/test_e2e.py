@@ -359,7 +359,7 @@ def test_a_correction_against_the_label_asks_first_is_contested_and_can_be_withd
     page.click("#review-open")
     wait_value(page, "review-header", rf"^Judgment #{jid}")
     page.click("#review-withdraw")
-    wait_value(page, "review-status", r"^withdrew correction")
+    wait_value(page, "review-status", r"^Withdrew correction")
     with JudgmentStore.open(db_url) as store:
         assert not store.corrections(judgment_id=jid, include_withdrawn=False)
 

@@ -167,3 +167,16 @@ def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(bro
         page.click("#eval-resume")
         wait_value(page, "eval-status", rf"^run {left.id} completed: 6/6 pair-orders judged", timeout_s=300)
         page.context.close()
+
+
+def test_a_correction_to_confirm_is_said_where_the_eye_is(page: Page) -> None:
+    open_tab(page, "Review queue")
+    wait_value(page, "review-header", r"^Judgment #\d+")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("2")  # the seeded pairs are labelled Response 1: this contradicts the label
+    toast = page.locator(".toast-body", has_text="Confirm")
+    expect(toast.first).to_be_visible()  # a toast in the window, whatever the scroll position
+    assert wait_value(page, "review-status", r"^confirm: ").startswith("confirm: Response 2 contradicts")
+    label = page.locator("#review-status").inner_text()
+    assert "confirmation" in label.lower()  # the box says what it holds (it was labelled "Saved")
+    shot(page, "review-confirmation-toast")
