@@ -194,7 +194,9 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             return cleared_outputs(failure_text(exc))
         return result_outputs(result, f"strategy {strat} over judgment #{jid}")
 
-    run_event = run.click(judge, view.run_inputs, view.outputs, api_visibility="private", concurrency_limit=4)
+    # one progress display per action (on the status line), not an overlay over each of the seven outputs
+    run_event = run.click(judge, view.run_inputs, view.outputs, api_visibility="private", concurrency_limit=4,
+                          show_progress_on=view.status)
     switch_event = switch.input(reaggregate, [view.outputs[2], switch], view.outputs, api_visibility="private")
     view.events = [run_event, switch_event]
 
