@@ -290,3 +290,20 @@ def test_the_header_names_the_judge_and_its_revision_not_the_host_path(tmp_path:
     (checkpoint / "model.safetensors").write_bytes(b"weights")
     assert judge_label(str(checkpoint)).startswith("run-7/checkpoint-40 · sha256:")
     assert judge_label("org/some-judge") == "org/some-judge"  # a Hub id is its own name
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services: AppServices, pair: PreferencePair,
+                                                                        fmt: str) -> None:
+    import pandas as pd
+
+    against = services.judge(pair).judgment_id
+    agreeing = services.judge(pair, seed=5).judgment_id
+    services.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
+    services.correct(agreeing, verdict=pair.label, author="ana")
+    out = services.export("corrections", fmt=fmt)
+    rows = pd.read_json(out, lines=True) if fmt == "jsonl" else pd.read_parquet(out)
+    contested = dict(zip(rows["judgment_id"], rows["contested"], strict=True))
+    # the field was missing: a curator downstream could not filter the contested ones out
+    assert contested[against] == f"the known label says Response {pair.label}"
+    assert contested[agreeing] == ""
