@@ -125,6 +125,25 @@ def _refuse_a_relabelled_copy(picked: PreferencePair, label: Choice | None) -> N
                          f"back to {known} (to say the label is wrong, judge it and correct it in the Review queue)")
 
 
+def marks_against_outcome(judgment: Judgment, verdict: Choice, marks: Mapping[int, Mark]) -> str:
+    """What marks that override the outcome rule (an analysis is right when it predicts the verdict) will teach
+    ("" when none do): a reflection pair takes a "right" analysis as its better side."""
+    said = []
+    for k, mark in sorted(marks.items()):
+        predicted = judgment.rollouts[k].prediction if 0 <= k < len(judgment.rollouts) else None
+        if mark == "right" and predicted != verdict:
+            said.append(f"analysis #{k} predicted {_named(predicted)}, not your Response {verdict}, yet is marked "
+                        "right: reflection pairs will teach it as the better analysis")
+        elif mark == "wrong" and predicted == verdict:
+            said.append(f"analysis #{k} predicted your Response {verdict}, yet is marked wrong: reflection pairs "
+                        "will teach it as the worse analysis")
+    return "; ".join(said)
+
+
+def _named(choice: Choice | None) -> str:
+    return "nothing (unparseable)" if choice is None else f"Response {choice}"
+
+
 def parse_marks(right: Sequence[int], wrong: Sequence[int]) -> dict[int, Mark]:
     """Marks keyed by rollout position from the two checkbox groups; one analysis cannot be both."""
     both = sorted(set(right) & set(wrong))
@@ -434,10 +453,14 @@ class AppServices:
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
         if not confirmed:
-            reason = contest_reason(self.store.load(int(judgment_id)).judgment, verdict)
+            judgment = self.store.load(int(judgment_id)).judgment
+            reason = contest_reason(judgment, verdict)
             if reason:
                 raise NeedsConfirmation(f"Response {verdict} contradicts what is known ({reason}): press the same "
                                         "key again to save it anyway (it is marked contested in Curate)")
+            clash = marks_against_outcome(judgment, verdict, marks or {})
+            if clash:
+                raise NeedsConfirmation(f"{clash}: press the same key again to save the marks anyway")
         author = author.strip() or self.settings.app.author
         return self.store.save_correction(int(judgment_id), verdict=verdict, author=author, note=note,
                                           marks=dict(marks or {}))

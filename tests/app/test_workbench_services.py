@@ -307,3 +307,24 @@ def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services
     # the field was missing: a curator downstream could not filter the contested ones out
     assert contested[against] == f"the known label says Response {pair.label}"
     assert contested[agreeing] == ""
+
+
+def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(services: AppServices,
+                                                                             pair: PreferencePair) -> None:
+    judged = services.judge(pair)
+    rollouts = judged.judgment.rollouts
+    verdict = pair.label  # agrees with the label: only the marks can need a confirmation
+    other = next(k for k, r in enumerate(rollouts) if r.prediction not in (None, verdict))
+    agreeing = next(k for k, r in enumerate(rollouts) if r.prediction == verdict)
+    # an analysis that predicted the opposite, marked right, becomes a reflection pair's better side
+    with pytest.raises(NeedsConfirmation, match=rf"analysis #{other} predicted Response {3 - verdict}.*better analysis"):
+        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"}, confirmed=False)
+    with pytest.raises(NeedsConfirmation, match=rf"analysis #{agreeing} predicted your Response {verdict}.*worse"):
+        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "wrong"},
+                         confirmed=False)
+    assert not services.store.corrections(judgment_id=judged.judgment_id)  # nothing saved before the answer
+    # marks that follow the rule save at once; confirmed, the contrary ones save too
+    services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "right", other: "wrong"},
+                     confirmed=False)
+    record = services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"})
+    assert record.marks == {other: "right"}
