@@ -73,3 +73,10 @@ def test_long_actions_show_one_progress_display_on_their_status_line(services: A
     assert shown_on["judge-audit"] == ["judge-status"]
     assert shown_on["audit-run"] == ["audit-status"]
     assert shown_on["eval-run"] == ["eval-status"] and shown_on["eval-resume"] == ["eval-status"]
+
+
+def test_curate_names_its_empty_choice(services: AppServices) -> None:
+    demo = build_app(services)
+    [source] = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "curate-source"]
+    # an empty label rendered as a bare tick mark
+    assert [list(choice) for choice in source["props"]["choices"]][0] == ["any source", ""]
