@@ -416,6 +416,22 @@ def mix_text(mix: Mix) -> str:
             f"Pref:Refl = {ratio} (paper: 4:1). {mix.advice()}")
 
 
+def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str) -> str:
+    """A snapshot's preference:reflection mix against the paper's 4:1, said before it is trained on: each correction
+    yields one preference example and up to 4 reflection pairs, so corrections alone can reach 1:4, and the paper
+    found that even 2:1 hurts."""
+    found = next((s for s in snapshots if s.name == name), None)
+    if found is None:
+        return ""
+    mix = Mix(preference=found.num_preference, reflection=found.num_reflection)
+    ratio = "no reflection pairs" if mix.ratio is None else f"Pref:Refl = {mix.ratio:.2f}:1"
+    text = (f"Snapshot {name!r}: {mix.preference} preference example(s), {mix.reflection} reflection pair(s); "
+            f"{ratio} (paper: 4:1).")
+    if mix.ratio is not None and mix.ratio < 4:
+        text = f"**Below the paper's 4:1 mix.** {text} {mix.advice()} Then take a new snapshot in Curate."
+    return text
+
+
 def mix_frame(mix: Mix) -> pd.DataFrame:
     total = mix.preference + mix.reflection
     rows = [{"mix": "current", "kind": "preference", "share": mix.preference / total if total else 0.0},

@@ -52,6 +52,7 @@ def build(wb: Workbench, tab: Any) -> None:
                 snapshot = gr.Dropdown(label="Snapshot (take one in Curate)", choices=[], scale=3,
                                        elem_id="train-snapshot")
                 refresh = gr.Button("Refresh", size="sm", scale=1, elem_id="train-refresh")
+            snapshot_mix = gr.Markdown(elem_id="train-snapshot-mix")
             base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                     elem_id="train-base-model")
             with gr.Row():
@@ -220,6 +221,8 @@ def build(wb: Workbench, tab: Any) -> None:
     timer.tick(lambda run_id, last: show(run_id, last), [watched, seen], shown, **quiet)
     tab.select(open_tab, [watched, seen, snapshot], [*shown, snapshot], **quiet)
     refresh.click(lambda current: _snapshot_choices(services, current), snapshot, snapshot, api_visibility="private")
+    snapshot.change(lambda name: views.snapshot_mix_text(services.snapshots(), name or ""), snapshot, snapshot_mix,
+                    api_visibility="private", show_progress="hidden")
     start.click(start_run, form, shown, api_visibility="private", concurrency_limit=1)
     cancel.click(cancel_run, [watched, seen], shown, api_visibility="private")
     resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)

@@ -328,3 +328,18 @@ def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(ser
                      confirmed=False)
     record = services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"})
     assert record.marks == {other: "right"}
+
+
+def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(services: AppServices) -> None:
+    from reflectrm_app import views
+
+    services.add_demo_pairs(3)
+    for _, p in services.pairs(services.demo_source()):
+        judged = services.judge(p)
+        services.correct(judged.judgment_id, verdict=p.label, author="ana")
+    snapshot = services.snapshot("corrections-only")
+    text = views.snapshot_mix_text(services.snapshots(), "corrections-only")
+    assert f"{snapshot.num_preference} preference example(s), {snapshot.num_reflection} reflection pair(s)" in text
+    assert snapshot.num_reflection * 4 > snapshot.num_preference  # one preference example, up to 4 reflection pairs each
+    assert text.startswith("**Below the paper's 4:1 mix.**") and "add" in text
+    assert views.snapshot_mix_text(services.snapshots(), "no-such") == ""
