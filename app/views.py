@@ -480,9 +480,17 @@ def train_status_line(view: RunView) -> str:
     return f"{head}: {steps} in {duration(p.elapsed_s)}"
 
 
+CURVE_DECIMALS = 6  # training curves: finer than any loss or reward difference worth reading off a plot
+
+
 def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame:
-    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes)."""
-    return pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
+    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes).
+
+    Values are rounded to `CURVE_DECIMALS`: a GRPO loss of -8e-9 (zero, up to float noise) made the axis read
+    "-0.000000008"."""
+    frame = pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
+    frame[name] = frame[name].round(CURVE_DECIMALS) + 0.0  # + 0.0: no "-0" on the axis
+    return frame
 
 
 def completions_frame(rows: Sequence[dict]) -> pd.DataFrame:

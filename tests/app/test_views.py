@@ -231,3 +231,11 @@ def test_completions_are_shown_verbatim_as_table_text_newest_first(text: str) ->
     assert frame["completion"].tolist() == [text, "old"] and frame["reward"].tolist() == ["0.00", "1.00"]
     curve = curve_frame([(1, 0.5), (2, 0.25)], "loss")
     assert curve.dtypes.to_dict() == {"step": "int64", "loss": "float64"}  # numeric axes, not categories
+
+
+def test_a_loss_of_float_noise_plots_as_zero() -> None:
+    from reflectrm_app.views import curve_frame
+
+    frame = curve_frame([(1, -8e-9), (2, 0.25), (3, -1.5e-3)], "loss")
+    # the axis read "-0.000000008"
+    assert frame["loss"].tolist() == [0.0, 0.25, -0.0015] and str(frame["loss"][0]) == "0.0"
