@@ -51,8 +51,8 @@ CSS = """
 .rr-note { font-size: 12px; opacity: 0.85; margin: 4px 0; }
 #curate-table td, #curate-table th { white-space: nowrap; }
 /* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d") */
-.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th { word-break: keep-all; overflow-wrap: normal;
-  hyphens: none; min-width: max-content; }
+.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th {
+  word-break: keep-all; overflow-wrap: normal; hyphens: none; min-width: max-content; }
 """
 
 # Review-queue keys. Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.

@@ -257,7 +257,8 @@ def confidence_frame(j: Judgment | None) -> pd.DataFrame:
     coloured by its role; -inf samples left out."""
     columns = ["sample", "shown", "confidence", "role"]
     finite = [] if j is None else [r for r in j.rollouts if math.isfinite(r.confidence)]
-    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "shown": _bar_width(r, j),  # type: ignore[arg-type]
+    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy",
+             "shown": _bar_width(r, j),  # type: ignore[arg-type]
              "confidence": r.confidence, "role": _role(r, j)} for r in finite]  # type: ignore[arg-type]
     return pd.DataFrame(rows, columns=columns).astype({"shown": float, "confidence": float, "sample": str,
                                                        "role": str})

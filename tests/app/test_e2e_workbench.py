@@ -157,6 +157,7 @@ def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(bro
         page = new_page(browser, url)
         open_tab(page, "Evaluate")
         wait_value(page, "eval-status", rf"^run\(s\) {left.id} interrupted: the app stopped .* Resume run")
+        shot(page, "eval-interrupted-status-after-restart", selector="#eval-status")
         assert value(page, "eval-run-id") == "" and value(page, "eval-judgment-id") == ""  # empty fields, not 0
         page.click("#eval-open")
         wait_value(page, "eval-open-status", r"^error: no item is chosen")

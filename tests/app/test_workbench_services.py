@@ -317,7 +317,8 @@ def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(ser
     other = next(k for k, r in enumerate(rollouts) if r.prediction not in (None, verdict))
     agreeing = next(k for k, r in enumerate(rollouts) if r.prediction == verdict)
     # an analysis that predicted the opposite, marked right, becomes a reflection pair's better side
-    with pytest.raises(NeedsConfirmation, match=rf"analysis #{other} predicted Response {3 - verdict}.*better analysis"):
+    with pytest.raises(NeedsConfirmation,
+                       match=rf"analysis #{other} predicted Response {3 - verdict}.*better analysis"):
         services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"}, confirmed=False)
     with pytest.raises(NeedsConfirmation, match=rf"analysis #{agreeing} predicted your Response {verdict}.*worse"):
         services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "wrong"},
@@ -340,6 +341,7 @@ def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(
     snapshot = services.snapshot("corrections-only")
     text = views.snapshot_mix_text(services.snapshots(), "corrections-only")
     assert f"{snapshot.num_preference} preference example(s), {snapshot.num_reflection} reflection pair(s)" in text
-    assert snapshot.num_reflection * 4 > snapshot.num_preference  # one preference example, up to 4 reflection pairs each
+    # one preference example and up to 4 reflection pairs per correction: corrections alone fall below 4:1
+    assert snapshot.num_reflection * 4 > snapshot.num_preference
     assert text.startswith("**Below the paper's 4:1 mix.**") and "add" in text
     assert views.snapshot_mix_text(services.snapshots(), "no-such") == ""
