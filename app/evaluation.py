@@ -92,7 +92,7 @@ class EvaluationService:
     def resume(self, run_id: int, *, cancel: threading.Event,
                progress: Callable[[int, int], None] | None = None) -> EvalRunRecord:
         """Run a stopped, failed or interrupted run again with its own settings: it goes on from what it kept."""
-        run = self.evals.get(int(run_id))
+        run = self._get(run_id)
         if run.status in ("completed", "running"):
             raise InputError(f"run {run.id} is {run.status}: only a stopped, failed or interrupted run resumes")
         c = run.config
@@ -132,7 +132,7 @@ class EvaluationService:
                 for r in self.evals.runs()]
 
     def view(self, run_id: int) -> RunView:
-        run = self.evals.get(int(run_id))
+        run = self._get(run_id)
         report = self.evals.report(int(run_id))
         text = markdown(report)
         if run.status != "completed":  # the figures of what was judged so far: never shown as a finished run's
@@ -141,7 +141,15 @@ class EvaluationService:
         return RunView(run_id=int(run_id), markdown=text, plot_svg=svg_plot(report))
 
     def compare(self, run_a: int, run_b: int) -> str:
+        self._get(run_a), self._get(run_b)
         return compare_markdown(self.evals.compare(int(run_a), int(run_b)))
+
+    def _get(self, run_id: int) -> EvalRunRecord:
+        """A run by id; a missing one is said in the tab's words (the store's message names the CLI)."""
+        try:
+            return self.evals.get(int(run_id))
+        except InputError:
+            raise InputError(f"run {run_id} does not exist: click a run in Runs (Refresh runs lists new ones)") from None
 
     def items_to_check(self, run_id: int, *, limit: int = 200) -> list[list[Any]]:
         """Wrong, abstained and flipped items with their judgment ids (to open in the Judge view)."""

@@ -88,3 +88,12 @@ def test_a_run_field_that_holds_no_run_number_names_the_field(typed: str, fragme
 
     with pytest.raises(InputError, match=re.escape(fragment)):
         run_number(typed, "Run")
+
+
+def test_a_run_that_does_not_exist_is_said_in_the_tabs_words(services: AppServices) -> None:
+    evals = EvaluationService(services)
+    for action in (lambda: evals.view(42), lambda: evals.compare(42, 43),
+                   lambda: evals.resume(42, cancel=threading.Event())):
+        with pytest.raises(InputError, match="run 42 does not exist: click a run in Runs") as caught:
+            action()
+        assert "--list" not in str(caught.value)  # it named `reflectrm eval --list`
