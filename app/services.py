@@ -418,9 +418,11 @@ class AppServices:
         candidates = [(ahead, s) for ahead, s in walk[start:] + walk[:start]
                       if s.correction_id is None and s.id not in leave_out]
         self.leases.release(reviewer)
-        for k, (ahead, summary) in enumerate(candidates):
-            if self.leases.take(summary.id, reviewer):
-                return self._review_item(summary, remaining=len(candidates) - k, wrapped=start > 0 and not ahead)
+        open_ids = [s.id for _, s in walk if s.correction_id is None and s.id not in leave_out]
+        for ahead, summary in candidates:
+            if self.leases.take(summary.id, reviewer):  # remaining: this item and those after it, up to the end
+                remaining = len(open_ids) - open_ids.index(summary.id)
+                return self._review_item(summary, remaining=remaining, wrapped=start > 0 and not ahead)
         return None
 
     def review_item(self, judgment_id: int, *, reviewer: str) -> ReviewItem:

@@ -126,9 +126,9 @@ def test_next_walks_the_whole_queue_in_order_and_says_when_it_wraps(services: Ap
     _judged_demo_pairs(services, 5)
     order = [s.id for s in services.store.review_queue(limit=100)]
     seen, item = [], services.next_for_review(reviewer="a")
-    for _ in range(len(order)):
+    for k in range(len(order)):
         seen.append(item.summary.id)
-        assert not item.wrapped
+        assert not item.wrapped and item.remaining == len(order) - k  # "N more after this" counts down
         item = services.next_for_review(reviewer="a", after=item.summary.id)
     assert seen == order  # every item once, in the queue's order (it used to bounce between two items)
     assert item.summary.id == order[0] and item.wrapped  # then back to the first, saying so
