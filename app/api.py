@@ -8,6 +8,7 @@ the logged-in user: the audit trail cannot be forged through the API.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -35,6 +36,49 @@ def one_line_errors(fn: F) -> F:
             raise gr.Error(str(exc), print_exception=False) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+def whole(value: Any, name: str) -> int:
+    """An endpoint's whole-number argument, as a client may send it (5, 5.0 or "5"); anything else is named."""
+    if isinstance(value, bool):
+        value = None
+    try:
+        number = int(value) if isinstance(value, int) or (isinstance(value, float) and value.is_integer()) \
+            else int(str(value).strip())
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a whole number, got {value!r}") from None
+    return number
+
+
+def text(value: Any, name: str) -> str:
+    """An endpoint's text argument (None reads as empty)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be text, got {value!r}")
+    return value
+
+
+def _label(value: Any) -> int | None:
+    number = whole(value, "label")
+    if number not in (0, 1, 2):
+        raise InputError(f"label must be 0 (unknown), 1 or 2, got {number}")
+    return number or None
+
+
+def name_missing_values(blocks: gr.Blocks) -> None:
+    """A call with too few values answers with one line naming the endpoint and the count, not `{"error": null}`
+    and a server traceback (Gradio checks the count before any handler runs, so it is said here)."""
+    check = blocks.validate_inputs
+
+    def validate(block_fn: Any, inputs: list[Any]) -> None:
+        if len(inputs) < len(block_fn.inputs):
+            names = ", ".join(p for p in inspect.signature(block_fn.fn).parameters if p != "request")
+            raise gr.Error(f"/{block_fn.api_name} takes {len(block_fn.inputs)} values ({names}), got {len(inputs)}",
+                           print_exception=False)
+        check(block_fn, inputs)
+
+    blocks.validate_inputs = validate  # type: ignore[method-assign]
 
 
 def _judged(result: JudgeResult) -> dict[str, Any]:
@@ -65,6 +109,12 @@ def _verdict(value: Any) -> int:
     return value
 
 
+def _pair(query: Any, response_1: Any, response_2: Any, messages: Any, label: Any) -> Any:
+    return build_pair(query=text(query, "query"), messages=text(messages, "messages"),
+                      response_1=text(response_1, "response_1"), response_2=text(response_2, "response_2"),
+                      label=_label(label))
+
+
 def register(services: AppServices) -> None:
     """Add the named endpoints to the Blocks being built."""
 
@@ -72,16 +122,14 @@ def register(services: AppServices) -> None:
     def judge(query: str, response_1: str, response_2: str, messages: str = "", strategy: str = "reflectrm",
               seed: int = 0, label: int = 0) -> dict:
         """Judge a pair (query, or messages as a JSON list of turns) and record it; returns the judgment."""
-        pair = build_pair(query=query, messages=messages, response_1=response_1, response_2=response_2,
-                          label=label or None)
-        return _judged(services.judge(pair, strategy=strategy, seed=seed))
+        pair = _pair(query, response_1, response_2, messages, label)
+        return _judged(services.judge(pair, strategy=text(strategy, "strategy"), seed=whole(seed, "seed")))
 
     @one_line_errors
     def audit(query: str, response_1: str, response_2: str, messages: str = "", seed: int = 0, label: int = 0) -> dict:
         """Judge a pair in both orders; returns both judgments and whether they are consistent."""
-        pair = build_pair(query=query, messages=messages, response_1=response_1, response_2=response_2,
-                          label=label or None)
-        result = services.audit(pair, seed=seed)
+        pair = _pair(query, response_1, response_2, messages, label)
+        result = services.audit(pair, seed=whole(seed, "seed"))
         return {"consistent": result.agree, "banner": views.audit_banner(result),
                 "original": _judged(result.original), "swapped": _judged(result.swapped)}
 
@@ -90,8 +138,9 @@ def register(services: AppServices) -> None:
                 request: gr.Request = None) -> dict:  # type: ignore[assignment]
         """Record (or edit) a person's verdict on a judgment; marks: JSON {"3": "right", "5": "wrong"}.
         With a login on, the author is the logged-in user whatever `author` says."""
-        record = services.correct(_row_id(judgment_id, name="judgment_id"), verdict=_verdict(verdict), author=user_of(request) or author or "api",
-                                  note=note, marks=_marks(marks))
+        record = services.correct(_row_id(judgment_id, name="judgment_id"), verdict=_verdict(verdict),
+                                  author=user_of(request) or text(author, "author") or "api",
+                                  note=text(note, "note"), marks=_marks(text(marks, "marks")))
         return {"correction_id": record.id, "judgment_id": record.judgment_id, "verdict": record.verdict,
                 "author": record.author, "revision": record.revision,
                 "marks": {str(k): v for k, v in record.marks.items()},
@@ -101,7 +150,7 @@ def register(services: AppServices) -> None:
     @one_line_errors
     def rejudge(judgment_id: int, strategy: str) -> dict:
         """A stored judgment re-aggregated with another strategy (generates only what it lacks)."""
-        result = services.reaggregate(_row_id(judgment_id, name="judgment_id"), strategy)
+        result = services.reaggregate(_row_id(judgment_id, name="judgment_id"), text(strategy, "strategy"))
         return {"judgment_id": judgment_id, "generated": result.generated, "judgment": result.judgment.to_dict()}
 
     gr.api(judge, api_name="judge", concurrency_limit=4)

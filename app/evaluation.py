@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,11 @@ class EvaluationService:
                 strategies: Sequence[str] = ("reflectrm",), both_orders: bool = False, seed: int = 0) -> EvalRequest:
         if not benchmark:
             raise InputError("pick a benchmark or a data set to evaluate on")
+        if benchmark == "file" and not data.strip():
+            raise InputError('the benchmark "file" reads a labelled file: give its path in "Local file or folder"')
+        if limit is not None and (limit != int(limit) or limit < 1):
+            raise InputError(f'"Pairs at most" must be a whole number of at least 1 (leave it empty for every pair), '
+                             f"got {limit:g}")
         plan = EvalPlan(strategies=tuple(strategies) or ("reflectrm",), both_orders=both_orders,
                         too_long="skip", batch_size=self.services.settings.app.audit_batch_size)
         pairs: tuple = ()
@@ -66,7 +71,7 @@ class EvaluationService:
             if not any(p.label is not None for p in pairs):
                 raise InputError(f"{benchmark} has no labelled pairs: evaluation needs labels")
         return EvalRequest(benchmark=benchmark, data=Path(data) if data.strip() else None, subset=subset or None,
-                           limit=int(limit) if limit else None, plan=plan, seed=seed, pairs=pairs)
+                           limit=None if limit is None else int(limit), plan=plan, seed=seed, pairs=pairs)
 
     def run(self, request: EvalRequest, *, cancel: threading.Event,
             progress: Callable[[int, int], None] | None = None) -> EvalRunRecord:
@@ -78,6 +83,29 @@ class EvaluationService:
                                   progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
         except Cancelled:
             return self.evals.runs(limit=1)[0]
+
+    def mark_interrupted(self) -> list[int]:
+        """At start-up: runs still marked running were cut off when the app last stopped; say so (and how to go on)."""
+        return self.evals.kept.mark_interrupted(
+            error="interrupted: the app stopped while it ran; Resume goes on from the pairs already judged")
+
+    def resume(self, run_id: int, *, cancel: threading.Event,
+               progress: Callable[[int, int], None] | None = None) -> EvalRunRecord:
+        """Run a stopped, failed or interrupted run again with its own settings: it goes on from what it kept."""
+        run = self._get(run_id)
+        if run.status in ("completed", "running"):
+            raise InputError(f"run {run.id} is {run.status}: only a stopped, failed or interrupted run resumes")
+        c = run.config
+        request = self.request(str(c.get("benchmark", "")), data=str(c.get("data") or ""),
+                               subset=str(c.get("subset") or ""), limit=c.get("limit"),
+                               strategies=tuple(c.get("strategies") or ("reflectrm",)),
+                               both_orders=bool(c.get("both_orders")), seed=int(c.get("seed", 0)))
+        request = replace(request, mapping=dict(c.get("mapping") or {}), labels=str(c.get("labels") or "auto"))
+        resumed = self.run(request, cancel=cancel, progress=progress)
+        if resumed.id != run.id:
+            raise InputError(f"run {run.id} cannot resume with the active judge (it was made with {run.model}); "
+                             f"its settings started run {resumed.id} instead")
+        return resumed
 
     def checkpoint_against_judge(self, checkpoint: str, *, benchmark: str = "demo", limit: int | None = 50,
                                  cancel: threading.Event,
@@ -104,11 +132,24 @@ class EvaluationService:
                 for r in self.evals.runs()]
 
     def view(self, run_id: int) -> RunView:
+        run = self._get(run_id)
         report = self.evals.report(int(run_id))
-        return RunView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
+        text = markdown(report)
+        if run.status != "completed":  # the figures of what was judged so far: never shown as a finished run's
+            text = (f"**Unfinished run ({run.status}): {run.items_done} of {run.items_total} pair-orders judged.** "
+                    f"These figures cover only those.\n\n{text}")
+        return RunView(run_id=int(run_id), markdown=text, plot_svg=svg_plot(report))
 
     def compare(self, run_a: int, run_b: int) -> str:
+        self._get(run_a), self._get(run_b)
         return compare_markdown(self.evals.compare(int(run_a), int(run_b)))
+
+    def _get(self, run_id: int) -> EvalRunRecord:
+        """A run by id; a missing one is said in the tab's words (the store's message names the CLI)."""
+        try:
+            return self.evals.get(int(run_id))
+        except InputError:
+            raise InputError(f"run {run_id} does not exist: click a run in Runs (Refresh runs lists new ones)") from None
 
     def items_to_check(self, run_id: int, *, limit: int = 200) -> list[list[Any]]:
         """Wrong, abstained and flipped items with their judgment ids (to open in the Judge view)."""

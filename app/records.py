@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from reflectrm_db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment, TrainingRunRecord
+from reflectrm.core.contest import contest_reason  # noqa: F401  (re-exported: the app's name for it)
 from reflectrm.core.types import Choice, Judgment
 from reflectrm.audit import SubsetStats  # noqa: F401  (re-exported: the app's records name it)
 from reflectrm.pipeline import orders_agree
@@ -80,6 +81,7 @@ class ReviewItem:
     summary: JudgmentSummary
     remaining: int
     correction: CorrectionRecord | None
+    wrapped: bool = False  # Next went past the queue's last item and started again from its first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,19 +118,6 @@ class ExampleRow:
         needle = text.casefold()
         return any(needle in t.casefold() for t in (self.query, self.response_1, self.response_2,
                                                        self.critique_1, self.critique_2))
-
-
-def contest_reason(judgment: Judgment, verdict: Choice) -> str:
-    """Why a person's verdict needs a second look: it contradicts the pair's known label, or every one
-    of the judge's parseable samples ("" when neither)."""
-    label = judgment.pair.label
-    if label is not None and verdict != label:
-        return f"the known label says Response {label}"
-    picks = {r.prediction for r in judgment.rollouts if not r.greedy and r.prediction is not None}
-    sampled = sum(1 for r in judgment.rollouts if not r.greedy and r.prediction is not None)
-    if len(picks) == 1 and sampled >= 2 and verdict not in picks:
-        return f"all {sampled} of the judge's parseable samples say Response {picks.pop()}"
-    return ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,6 +36,11 @@ class CancelTokens:
             event = self._events[key] = threading.Event()
             return event
 
+    def running(self, key: str) -> bool:
+        """Whether work under `key` has started and not finished."""
+        with self._lock:
+            return key in self._events
+
     def cancel(self, key: str) -> bool:
         with self._lock:
             event = self._events.get(key)

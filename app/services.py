@@ -7,6 +7,7 @@ values (`reflectrm` and `db` types, or `reflectrm_app.records`), never UI compon
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -52,6 +53,7 @@ MAX_INPUT_CHARS = 100_000
 
 
 BROWSE_SCAN_PAGES = 20
+REVIEW_WINDOW = 5_000  # judgments of the review queue that Next walks through (in the queue's order)
 """Pages Curate reads at most to fill one page under a text or agreement filter (those need the texts)."""
 
 
@@ -93,10 +95,53 @@ def build_pair(
         fields["query"] = query
     pair = PreferencePair.from_dict(fields)
     if base and PreferencePair.from_dict(base).fingerprint() == pair.fingerprint():
+        _refuse_a_relabelled_copy(PreferencePair.from_dict(base), label)
         pair = replace(pair, id=base.get("id") or pair.id, source=base.get("source") or "", subset=base.get("subset") or "")
     elif not pair.source:
         pair = replace(pair, source="manual")
     return pair
+
+
+@functools.lru_cache(maxsize=32)
+def judge_label(model: str) -> str:
+    """A model path or Hub id as people name it: "demo judge", a run's "run/checkpoint-40", or the Hub id, with
+    the revision of its weights (a short sha256 of a local folder's weight files; a Hub snapshot id)."""
+    from reflectrm.backends.transformers_backend import weights_revision  # stdlib and our code only: cheap
+
+    path = Path(model)
+    if not path.is_dir():
+        return model
+    name = "demo judge" if path.resolve() == Path(DEMO_MODEL_DIR).resolve() else "/".join(path.resolve().parts[-2:])
+    revision = weights_revision(model)
+    return f"{name} · {revision[:19]}" if revision else name
+
+
+def _refuse_a_relabelled_copy(picked: PreferencePair, label: Choice | None) -> None:
+    """Judging a picked pair under another known label would store a second copy of it with that label."""
+    if label != picked.label:
+        known = "unknown" if picked.label is None else f"Response {picked.label}"
+        raise InputError(f"pair {picked.id or '(no id)'} of data set {picked.source or '(none)'} is labelled {known} "
+                         f"there; judging it as another label would add a second copy: set Known better response "
+                         f"back to {known} (to say the label is wrong, judge it and correct it in the Review queue)")
+
+
+def marks_against_outcome(judgment: Judgment, verdict: Choice, marks: Mapping[int, Mark]) -> str:
+    """What marks that override the outcome rule (an analysis is right when it predicts the verdict) will teach
+    ("" when none do): a reflection pair takes a "right" analysis as its better side."""
+    said = []
+    for k, mark in sorted(marks.items()):
+        predicted = judgment.rollouts[k].prediction if 0 <= k < len(judgment.rollouts) else None
+        if mark == "right" and predicted != verdict:
+            said.append(f"analysis #{k} predicted {_named(predicted)}, not your Response {verdict}, yet is marked "
+                        "right: reflection pairs will teach it as the better analysis")
+        elif mark == "wrong" and predicted == verdict:
+            said.append(f"analysis #{k} predicted your Response {verdict}, yet is marked wrong: reflection pairs "
+                        "will teach it as the worse analysis")
+    return "; ".join(said)
+
+
+def _named(choice: Choice | None) -> str:
+    return "nothing (unparseable)" if choice is None else f"Response {choice}"
 
 
 def parse_marks(right: Sequence[int], wrong: Sequence[int]) -> dict[int, Mark]:
@@ -174,6 +219,10 @@ class AppServices:
     def active_judge(self) -> str:
         """The model the app judges with now (a path or Hugging Face id)."""
         return self.model.name or self.settings.generation.model or str(DEMO_MODEL_DIR)
+
+    def active_judge_label(self) -> str:
+        """The active judge as the header shows it: its name and weights revision, not the host's absolute path."""
+        return judge_label(self.active_judge())
 
     def use_judge(self, run_id: int, checkpoint: str) -> str:
         """Make a training run's checkpoint the judge every later judgment uses; returns its path.
@@ -354,15 +403,26 @@ class AppServices:
     def next_for_review(
         self, *, reviewer: str, skip: Sequence[int] = (), after: int | None = None, source: str = ""
     ) -> ReviewItem | None:
-        """The first uncorrected judgment in the queue that this reviewer has not skipped, that is not
-        `after` (the item just left: Next moves on, Skip also keeps it away) and nobody else holds."""
-        leave_out = {*skip, *([after] if after else [])}
-        queue = self.store.review_queue(limit=200 + len(leave_out), source=source or None)
-        candidates = [s for s in queue if s.id not in leave_out]
+        """The uncorrected judgment that follows `after` in the queue's order (Next walks the whole queue and
+        wraps to its start, saying so; `after` itself comes last), leaving out what this reviewer skipped and
+        what somebody else holds.
+
+        The queue's order is kept by reading it with the corrected judgments in it: `after` may just have been
+        corrected (and left the queue) and the walk still goes on from where it was.
+        """
+        leave_out = set(skip)
+        queue = self.store.review_queue(limit=REVIEW_WINDOW, source=source or None, include_corrected=True)
+        ids = [s.id for s in queue]
+        start = ids.index(after) + 1 if after in ids else 0
+        walk = [(k >= start, s) for k, s in enumerate(queue)]
+        candidates = [(ahead, s) for ahead, s in walk[start:] + walk[:start]
+                      if s.correction_id is None and s.id not in leave_out]
         self.leases.release(reviewer)
-        for k, summary in enumerate(candidates):
-            if self.leases.take(summary.id, reviewer):
-                return self._review_item(summary, remaining=len(candidates) - k)
+        open_ids = [s.id for _, s in walk if s.correction_id is None and s.id not in leave_out]
+        for ahead, summary in candidates:
+            if self.leases.take(summary.id, reviewer):  # remaining: this item and those after it, up to the end
+                remaining = len(open_ids) - open_ids.index(summary.id)
+                return self._review_item(summary, remaining=remaining, wrapped=start > 0 and not ahead)
         return None
 
     def review_item(self, judgment_id: int, *, reviewer: str) -> ReviewItem:
@@ -371,10 +431,11 @@ class AppServices:
         self.leases.take(summary.id, reviewer)
         return self._review_item(summary, remaining=0)
 
-    def _review_item(self, summary: JudgmentSummary, *, remaining: int) -> ReviewItem:
+    def _review_item(self, summary: JudgmentSummary, *, remaining: int, wrapped: bool = False) -> ReviewItem:
         stored = self.store.load(summary.id)
         active = self.store.corrections(judgment_id=summary.id, include_withdrawn=False)
-        return ReviewItem(stored=stored, summary=summary, remaining=remaining, correction=active[0] if active else None)
+        return ReviewItem(stored=stored, summary=summary, remaining=remaining, wrapped=wrapped,
+                          correction=active[0] if active else None)
 
     def correct(
         self,
@@ -394,20 +455,27 @@ class AppServices:
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
         if not confirmed:
-            reason = contest_reason(self.store.load(int(judgment_id)).judgment, verdict)
+            judgment = self.store.load(int(judgment_id)).judgment
+            reason = contest_reason(judgment, verdict)
             if reason:
                 raise NeedsConfirmation(f"Response {verdict} contradicts what is known ({reason}): press the same "
                                         "key again to save it anyway (it is marked contested in Curate)")
+            clash = marks_against_outcome(judgment, verdict, marks or {})
+            if clash:
+                raise NeedsConfirmation(f"{clash}: press the same key again to save the marks anyway")
         author = author.strip() or self.settings.app.author
         return self.store.save_correction(int(judgment_id), verdict=verdict, author=author, note=note,
                                           marks=dict(marks or {}))
 
     def withdraw(self, judgment_id: int, *, author: str) -> CorrectionRecord:
-        """Withdraw the judgment's active correction (its examples are withdrawn with it)."""
+        """Withdraw the judgment's active correction (its examples are withdrawn with it).
+
+        Returns the correction as it stood before (what was withdrawn: its examples' ids)."""
         active = self.store.corrections(judgment_id=int(judgment_id), include_withdrawn=False)
         if not active:
             raise InputError(f"judgment {judgment_id} has no correction to withdraw")
-        return self.store.withdraw_correction(active[0].id, author=author.strip() or self.settings.app.author)
+        self.store.withdraw_correction(active[0].id, author=author.strip() or self.settings.app.author)
+        return active[0]
 
     def release(self, reviewer: str) -> None:
         self.leases.release(reviewer)

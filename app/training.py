@@ -35,7 +35,9 @@ from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import InputError
 from reflectrm.training import jobs
 from reflectrm.training.grpo import TIME_DECAY, TrainConfig, check_model
-from reflectrm.training.runs import Checkpoint, RunFiles, RunProgress, list_checkpoints, read_progress
+from reflectrm.training.runs import (
+    Checkpoint, RunFiles, RunProgress, last_checkpoint, list_checkpoints, read_progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +184,11 @@ class TrainingService:
             if steps is not None:
                 changes["config"] = {**run.config, "max_steps": steps}
             return self.store.update_training_run(run_id, **changes)
+
+    def resume_point(self, run_id: int) -> int | None:
+        """The step of the checkpoint a resume of the run starts from; None: it has none (it starts at step 0)."""
+        checkpoint = last_checkpoint(self.store.training_run(int(run_id)).run_dir)
+        return None if checkpoint is None else checkpoint.step
 
     def _refuse_if_training(self) -> None:
         for run in self.runs():

@@ -50,6 +50,9 @@ CSS = """
 .rr-title { margin: 8px 0 4px; }
 .rr-note { font-size: 12px; opacity: 0.85; margin: 4px 0; }
 #curate-table td, #curate-table th { white-space: nowrap; }
+/* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d") */
+.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th {
+  word-break: keep-all; overflow-wrap: normal; hyphens: none; min-width: max-content; }
 """
 
 # Review-queue keys. Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
@@ -83,7 +86,7 @@ def build_app(services: AppServices, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blo
         api.register(services)  # first, so the endpoints get their plain names (/judge, /audit, /correct, /rejudge)
         with gr.Row():
             gr.Markdown("## ReflectRM: look inside judgments, audit positional bias, correct the judge, retrain it")
-            active_judge = gr.Textbox(services.active_judge(), label="Active judge", interactive=False, scale=0,
+            active_judge = gr.Textbox(services.active_judge_label(), label="Active judge", interactive=False, scale=0,
                                       min_width=420, elem_id="active-judge")
         with gr.Tabs(elem_id="tabs") as tab_set:
             wb = Workbench(services=services, tabs=tab_set, active_judge=active_judge)
@@ -94,8 +97,9 @@ def build_app(services: AppServices, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blo
             if spec.wire is not None:
                 spec.wire(wb)
         pickers = [wb.views[k].source for k in ("judge", "audit") if k in wb.views]
-        demo.load(lambda: [*(source_choices(services) for _ in pickers), services.active_judge()], None,
+        demo.load(lambda: [*(source_choices(services) for _ in pickers), services.active_judge_label()], None,
                   [*pickers, active_judge], api_visibility="private")
+    api.name_missing_values(demo)
     return demo
 
 

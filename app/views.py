@@ -110,7 +110,9 @@ def _strategy_rows(j: Judgment) -> list[tuple[str, str]]:
     """What this strategy used: anchor and winner group, a tie-breaker, or the greedy output."""
     strategy = _strategy(j)
     if strategy is not None and strategy.greedy:
-        return [("Greedy output", "one output at temperature 0 decides; the samples below are not used")]
+        samples = sum(not r.greedy for r in j.rollouts)  # a re-aggregation keeps the record's samples
+        unused = f"; the {samples} sample(s) below are not used" if samples else ""
+        return [("Greedy output", f"one output at temperature 0 decides{unused}")]
     if _reflects(j):
         rows = [("Anchor", anchor_reason(j)), ("Winner group", winners_text(j))]
         return rows + ([("Stage 2", stage2_text(j))] if j.reflections else [])
@@ -175,7 +177,10 @@ def vote_text(j: Judgment) -> str:
         return "no vote"
     c1, c2 = j.vote.counts
     fmt = (lambda x: f"{x:.3f}") if j.strategy == "confidence-weighted" else (lambda x: f"{x:g}")
-    text = f"Response 1: {fmt(c1)} · Response 2: {fmt(c2)} · voters " + (", ".join(f"#{v}" for v in j.vote.voters) or "none")
+    greedy = _strategy(j) is not None and _strategy(j).greedy  # type: ignore[union-attr]
+    # a greedy judgment's one voter is the greedy output (its index 0 is not sample #0)
+    voters = "the greedy output" if greedy and j.vote.voters else ", ".join(f"#{v}" for v in j.vote.voters) or "none"
+    text = f"Response 1: {fmt(c1)} · Response 2: {fmt(c2)} · voters {voters}"
     if j.vote.anchor_added:
         text += " · tie-break: the anchor joined the vote (empty winner group or tie, Eq. 9)"
     else:
@@ -252,12 +257,13 @@ def _reflection_row(r: Reflection) -> str:
 
 
 def confidence_frame(j: Judgment | None) -> pd.DataFrame:
-    """One bar per sample, as its card's bar shows it: Eq. 5 confidence above the lowest sample's, so the
-    most confident sample has the tallest bar; coloured by its role; -inf samples left out."""
+    """One bar per sample, as long as its card's bar (`_bar_width`: the lowest finite Eq. 5 confidence at 8 %,
+    the highest at 100 %), so the most confident sample has the tallest bar and none is drawn with no height;
+    coloured by its role; -inf samples left out."""
     columns = ["sample", "shown", "confidence", "role"]
     finite = [] if j is None else [r for r in j.rollouts if math.isfinite(r.confidence)]
-    low = min((r.confidence for r in finite), default=0.0)
-    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy", "shown": r.confidence - low,
+    rows = [{"sample": f"#{r.index:02d}" if not r.greedy else "greedy",
+             "shown": _bar_width(r, j),  # type: ignore[arg-type]
              "confidence": r.confidence, "role": _role(r, j)} for r in finite]  # type: ignore[arg-type]
     return pd.DataFrame(rows, columns=columns).astype({"shown": float, "confidence": float, "sample": str,
                                                        "role": str})
@@ -351,9 +357,24 @@ def review_header(item: ReviewItem) -> str:
     anchor = "none" if s.anchor_confidence is None else f"{s.anchor_confidence:.3f}"
     label = "unknown" if s.label is None else f"Response {s.label}"
     left = f" · {item.remaining - 1} more after this" if item.remaining else ""
+    if item.wrapped:
+        left += " · back at the start of the queue (Next had walked through every item)"
     status = "not corrected yet" if item.correction is None else correction_text(item.correction)
     return (f"Judgment #{s.id} · source {s.source or '—'} · flags: {flags} · anchor confidence {anchor} · "
             f"judge says {_resp(s.verdict)} · known label {label}{left}\n{status}")
+
+
+def withdrawn_text(before: CorrectionRecord) -> str:
+    """What a withdrawal took away, counted from the correction as it stood (a withdrawn one derives nothing)."""
+    return (f"Withdrew correction #{before.id} with its {len(before.preference_example_ids)} preference example(s) "
+            f"and {len(before.reflection_pair_ids)} reflection pair(s)")
+
+
+def resumed_text(run_id: int, checkpoint_step: int | None) -> str:
+    """Where a resumed training run starts: its last checkpoint, or (with none yet) step 0."""
+    if checkpoint_step is None:
+        return f"run #{run_id} starts again from step 0: it stopped before its first checkpoint"
+    return f"resumed run #{run_id} from its checkpoint at step {checkpoint_step}"
 
 
 def correction_text(c: CorrectionRecord) -> str:
@@ -374,9 +395,10 @@ def summaries_frame(rows: Sequence[JudgmentSummary]) -> pd.DataFrame:
     return pd.DataFrame([{
         "id": s.id, "recorded": s.created_at.strftime("%Y-%m-%d %H:%M:%S"), "source": s.source, "query": s.query,
         "judge": _resp(s.verdict), "label": _resp(s.label), "strategy": s.strategy, "flags": ", ".join(s.flags),
-        "twin": s.twin_id if s.twin_id is not None else "", "corrected": "yes" if s.correction_id else "",
+        "twin": s.twin_id if s.twin_id is not None else "", "swapped": "yes" if s.swapped else "",
+        "corrected": "yes" if s.correction_id else "",
     } for s in rows], columns=["id", "recorded", "source", "query", "judge", "label", "strategy", "flags", "twin",
-                               "corrected"])
+                               "swapped", "corrected"])  # an audit's twin shows the other label: "swapped" says why
 
 
 # --- curate ---------------------------------------------------------------------------------------------------
@@ -406,6 +428,22 @@ def mix_text(mix: Mix) -> str:
     ratio = "n/a (no reflection pairs)" if mix.ratio is None else f"{mix.ratio:.2f}:1"
     return (f"Active: {mix.preference} preference example(s), {mix.reflection} reflection pair(s); "
             f"Pref:Refl = {ratio} (paper: 4:1). {mix.advice()}")
+
+
+def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str) -> str:
+    """A snapshot's preference:reflection mix against the paper's 4:1, said before it is trained on: each correction
+    yields one preference example and up to 4 reflection pairs, so corrections alone can reach 1:4, and the paper
+    found that even 2:1 hurts."""
+    found = next((s for s in snapshots if s.name == name), None)
+    if found is None:
+        return ""
+    mix = Mix(preference=found.num_preference, reflection=found.num_reflection)
+    ratio = "no reflection pairs" if mix.ratio is None else f"Pref:Refl = {mix.ratio:.2f}:1"
+    text = (f"Snapshot {name!r}: {mix.preference} preference example(s), {mix.reflection} reflection pair(s); "
+            f"{ratio} (paper: 4:1).")
+    if mix.ratio is not None and mix.ratio < 4:
+        text = f"**Below the paper's 4:1 mix.** {text} {mix.advice()} Then take a new snapshot in Curate."
+    return text
 
 
 def mix_frame(mix: Mix) -> pd.DataFrame:
@@ -456,9 +494,17 @@ def train_status_line(view: RunView) -> str:
     return f"{head}: {steps} in {duration(p.elapsed_s)}"
 
 
+CURVE_DECIMALS = 6  # training curves: finer than any loss or reward difference worth reading off a plot
+
+
 def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame:
-    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes)."""
-    return pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
+    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes).
+
+    Values are rounded to `CURVE_DECIMALS`: a GRPO loss of -8e-9 (zero, up to float noise) made the axis read
+    "-0.000000008"."""
+    frame = pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
+    frame[name] = frame[name].round(CURVE_DECIMALS) + 0.0  # + 0.0: no "-0" on the axis
+    return frame
 
 
 def completions_frame(rows: Sequence[dict]) -> pd.DataFrame:

@@ -99,6 +99,15 @@ def get_items(session: Session, *, run_id: int) -> list[ItemResult]:
     return [ItemResult(**{k: v for k, v in row._mapping.items() if k in keep}) for row in rows]
 
 
+def mark_interrupted(session: Session, *, error: str) -> list[int]:
+    """Runs still marked running (their process ended without finishing them) marked interrupted; their ids."""
+    ids = list(session.scalars(select(m.EvalRun.id).where(m.EvalRun.status == "running")))
+    if ids:
+        session.execute(update(m.EvalRun).where(m.EvalRun.id.in_(ids))
+                        .values(status="interrupted", error=error, updated_at=utcnow()))
+    return ids
+
+
 def finish_run(session: Session, *, run_id: int, status: str, metrics: Mapping[str, Any] | None = None,
                error: str = "") -> None:
     values: dict[str, Any] = {"status": status, "error": error, "updated_at": utcnow()}
@@ -149,6 +158,10 @@ class EvalStore:
 
     def finish(self, run_id: int, *, status: str, metrics: Mapping[str, Any] | None = None, error: str = "") -> None:
         self.store._write(lambda s: finish_run(s, run_id=run_id, status=status, metrics=metrics, error=error))
+
+    def mark_interrupted(self, *, error: str) -> list[int]:
+        """Runs left "running" by a process that ended marked "interrupted" (call once at start-up)."""
+        return self.store._write(lambda s: mark_interrupted(s, error=error))
 
     def get(self, run_id: int) -> EvalRunRecord:
         return self.store._read(lambda s: get_run(s, run_id=run_id))

@@ -29,9 +29,10 @@ from sqlalchemy.orm import Session
 
 from reflectrm_db import models as m
 from reflectrm_db.curation import get_corrections
-from reflectrm_db.repository import iter_judgments, pair_from_row
+from reflectrm_db.repository import get_judgments, iter_judgments, pair_from_row
 from reflectrm_db.training_rows import example_rows, training_rows
 from reflectrm_db.types import dumps_json
+from reflectrm.core.contest import contest_reason
 from reflectrm.core.types import messages_to_dicts
 from reflectrm.errors import InputError, require
 
@@ -110,7 +111,10 @@ def _judgment_row(stored: Any, *, nested_json: bool) -> dict[str, Any]:
 
 
 def _correction_rows(session: Session) -> Iterator[dict[str, Any]]:
-    for c in get_corrections(session):
+    corrections = get_corrections(session)
+    judged = sorted({c.judgment_id for c in corrections})
+    judgments = {s.id: s.judgment for s in get_judgments(session, judgment_ids=judged)}
+    for c in corrections:
         yield {
             "correction_id": c.id,
             "judgment_id": c.judgment_id,
@@ -127,6 +131,8 @@ def _correction_rows(session: Session) -> Iterator[dict[str, Any]]:
             "withdrawn_at": c.withdrawn_at,
             "preference_example_ids": list(c.preference_example_ids),
             "reflection_pair_ids": list(c.reflection_pair_ids),
+            # why the verdict was contested when it was saved anyway ("" when it was not): a curator filters on it
+            "contested": contest_reason(judgments[c.judgment_id], c.verdict),
         }
 
 
@@ -191,7 +197,7 @@ def arrow_schema(kind: str, fmt: str) -> Any:
             correction_id=num, judgment_id=num, author=text, verdict=num, note=text,
             marks=pa.list_(struct(position=num, mark=text)), state=text, revision=num, derivation_seed=num,
             max_pairs=num, created_at=ts, updated_at=ts, withdrawn_at=ts, preference_example_ids=pa.list_(num),
-            reflection_pair_ids=pa.list_(num)),
+            reflection_pair_ids=pa.list_(num), contested=text),
         "preference-examples": dict(**example, **provenance),
         "reflection-pairs": dict(
             **example, critique_1=text, critique_2=text, prediction_1=num, prediction_2=num,

@@ -291,7 +291,7 @@ class TrainingRun(Base):
     finished_at: Mapped[datetime | None]
 
 
-EVAL_STATES = ("running", "completed", "stopped", "failed")
+EVAL_STATES = ("running", "completed", "stopped", "failed", "interrupted")
 """stopped: cancelled or killed part way; rerunning the same command resumes it."""
 
 

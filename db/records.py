@@ -68,6 +68,7 @@ class JudgmentSummary:
     twin_id: int | None
     correction_id: int | None
     created_at: datetime
+    swapped: bool = False  # judged with the responses in swapped order (an audit's twin): `label` is in that order
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -468,6 +468,7 @@ def _summary(row: Any) -> JudgmentSummary:
         twin_id=row.twin_id,
         correction_id=row.correction_id,
         created_at=row.created_at,
+        swapped=bool(row.swapped),
     )
 
 

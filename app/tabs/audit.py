@@ -83,7 +83,8 @@ def build(wb: Workbench, tab: Any) -> AuditView:
                   api_visibility="private")
     tab.select(lambda current: source_choices(services, current=current or ""), source, source,
                api_visibility="private")
-    event = run.click(batch, [source, sample, seed], results, api_visibility="private", concurrency_limit=2)
+    event = run.click(batch, [source, sample, seed], results, api_visibility="private", concurrency_limit=2,
+                      show_progress_on=status)  # one progress display, not one over each output
     stop.click(stop_batch, None, results, cancels=[event], queue=False, api_visibility="private")
     return AuditView(banner=banner, ids=ids, left=left, right=right, source=source, flipped=flipped)
 
@@ -116,7 +117,7 @@ def wire(wb: Workbench) -> None:
         return judge_tab.cleared_outputs("stopped: nothing was recorded" if stopped else "nothing is running")
 
     event = judge.audit_button.click(both_orders, judge.run_inputs, outs, api_visibility="private",
-                                     concurrency_limit=4)
+                                     concurrency_limit=4, show_progress_on=judge.status)
     judge.stop_button.click(stop_work, None, judge.outputs, cancels=[*judge.events, event], queue=False,
                             api_visibility="private")
     open_outs = [*judge.outputs, *judge.form, judge.base, wb.tabs]

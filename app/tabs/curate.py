@@ -13,11 +13,16 @@ from reflectrm_app.tabs.common import TabSpec, Workbench, unchanged
 from reflectrm.errors import ReflectRMError
 
 
+# the empty choice has words: an empty label rendered as a bare tick mark
+ANY_SOURCE = ("any source", "")
+NO_SNAPSHOT = ("none: the examples in force now", "")
+
 def build(wb: Workbench, tab: Any) -> None:
     services = wb.services
     with gr.Row():
         kind = gr.Radio(["preference", "reflection"], value="reflection", label="Examples", elem_id="curate-kind")
-        source = gr.Dropdown(label="Source", choices=[""], value="", allow_custom_value=True, elem_id="curate-source")
+        source = gr.Dropdown(label="Source", choices=[ANY_SOURCE], value="", allow_custom_value=True,
+                             elem_id="curate-source")
         states = gr.CheckboxGroup(["active", "excluded", "withdrawn"], value=["active", "excluded"], label="State",
                                   elem_id="curate-states")
         agreement = gr.Dropdown(["any", "agrees", "disagrees"], value="any", label="Person vs judge",
@@ -56,7 +61,8 @@ def build(wb: Workbench, tab: Any) -> None:
         m, snaps = services.mix(), services.snapshots()
         return dict(zip(listing, [
             views.examples_frame(rows), views.mix_text(m), views.mix_frame(m), views.snapshots_frame(snaps),
-            gr.update(choices=["", *services.sources()]), gr.update(choices=["", *(s.name for s in snaps)]),
+            gr.update(choices=[ANY_SOURCE, *services.sources()]),
+            gr.update(choices=[NO_SNAPSHOT, *(s.name for s in snaps)]),
             [example_detail(r) for r in rows], f"{len(rows)} {k} example(s) shown"]))
 
     def select_row(current_ids, rows, evt: gr.SelectData):
@@ -117,7 +123,7 @@ def _snapshot_and_export_widgets() -> tuple[dict[str, Any], dict[str, Any]]:
                                      "judgments", "pairs"], value="training", label="Export"),
                 "format": gr.Dropdown(["jsonl", "parquet", "hf"], value="jsonl",
                                       label="Format (hf: a zipped dataset)"),
-                "snapshot": gr.Dropdown(label="From snapshot (optional)", choices=[""], value="",
+                "snapshot": gr.Dropdown(label="From snapshot (optional)", choices=[NO_SNAPSHOT], value="",
                                         allow_custom_value=True),
                 "inactive": gr.Checkbox(label="Include excluded and withdrawn"),
                 "button": gr.Button("Export", elem_id="curate-export"),

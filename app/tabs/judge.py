@@ -57,7 +57,7 @@ def result_outputs(result: JudgeResult, status: str) -> list[Any]:
 
 def cleared_outputs(status: str) -> list[Any]:
     """Values for `JudgeView.outputs` after an error or Stop: nothing stale stays under the new inputs."""
-    return [status, "", "", gr.update(value=None), "", views.confidence_frame(None), None]
+    return [status, "", "", gr.update(value=None), "", None, None]  # no plot: see `build` on why not an empty one
 
 
 def opened_outputs(services: Any, judgment_id: int) -> list[Any]:
@@ -105,9 +105,11 @@ def build(wb: Workbench, tab: Any) -> JudgeView:
     switch = gr.Radio(list(STRATEGY_NAMES), label="Re-aggregate the same rollouts with another strategy",
                       elem_id="judge-switch")
     anatomy = gr.HTML(elem_id="judge-anatomy", js_on_load=None)
-    plot = gr.BarPlot(views.confidence_frame(None), x="sample", y="shown", color="role",
+    # no initial (empty) frame: the chart drawn from one kept its empty colour scale when the first judgment
+    # arrived (bars with no fill, an empty legend) until the tab was left and shown again
+    plot = gr.BarPlot(None, x="sample", y="shown", color="role",
                       title="Confidence per analysis (Eq. 5), as the cards show it",
-                      y_title="confidence above the lowest sample's", height=260,
+                      y_title="bar on the card (%)", y_lim=[0, 100], height=300,
                       color_map=dict(views.ROLE_COLOURS), elem_id="judge-plot")
     with gr.Accordion("Raw judgment (JSON)", open=False):
         raw = gr.JSON(elem_id="judge-json")
@@ -175,6 +177,7 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.judge(
                 pair, strategy=strat, seed=sd, cancel=cancel, progress=report))
         except ReflectRMError as exc:
+            gr.Warning(failure_text(exc), title="Not judged")  # a toast: the status box may be below the fold
             return cleared_outputs(failure_text(exc))
         t = result.judgment.timings
         note = f"judged and recorded as #{result.judgment_id} in {t.get('stage1_s', 0) + t.get('stage2_s', 0):.1f}s"
@@ -191,7 +194,9 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             return cleared_outputs(failure_text(exc))
         return result_outputs(result, f"strategy {strat} over judgment #{jid}")
 
-    run_event = run.click(judge, view.run_inputs, view.outputs, api_visibility="private", concurrency_limit=4)
+    # one progress display per action (on the status line), not an overlay over each of the seven outputs
+    run_event = run.click(judge, view.run_inputs, view.outputs, api_visibility="private", concurrency_limit=4,
+                          show_progress_on=view.status)
     switch_event = switch.input(reaggregate, [view.outputs[2], switch], view.outputs, api_visibility="private")
     view.events = [run_event, switch_event]
 

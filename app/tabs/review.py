@@ -35,13 +35,15 @@ def build(wb: Workbench, tab: Any) -> None:
         right = gr.CheckboxGroup(label="Mark analyses right", choices=[], elem_id="review-right")
         wrong = gr.CheckboxGroup(label="Mark analyses wrong", choices=[], elem_id="review-wrong")
     note = gr.Textbox(label="Note (optional)", lines=1, elem_id="review-note")
+    # beside the buttons (and as a toast): a keyboard user sees what a key did without scrolling
+    status = gr.Textbox(label="Last action: saved, or a confirmation to answer", interactive=False,
+                        elem_id="review-status")
     with gr.Row():
         b1 = gr.Button("Response 1 better  [1]", variant="primary", elem_id="review-r1")
         b2 = gr.Button("Response 2 better  [2]", variant="primary", elem_id="review-r2")
         nxt = gr.Button("Next  [n]", elem_id="review-next")
         skip = gr.Button("Skip for this session  [s]", elem_id="review-skip")
         withdraw = gr.Button("Withdraw my correction", variant="stop", elem_id="review-withdraw")
-    status = gr.Textbox(label="Saved", interactive=False, elem_id="review-status")
     with gr.Accordion("Full anatomy", open=False):
         anatomy = gr.HTML(elem_id="review-anatomy", js_on_load=None)
     current, skipped, pending = gr.State(None), gr.State([]), gr.State(None)
@@ -52,6 +54,8 @@ def build(wb: Workbench, tab: Any) -> None:
             empty = gr.update(choices=[], value=[])
             return ["The queue is empty: nothing left to review.", None, "", "", "", None, empty, empty, "", "",
                     note_text, None]
+        if item.wrapped and not note_text:
+            note_text = "Back at the start of the queue: Next has walked through every item"
         j = item.stored.judgment
         choices = [(f"#{k} ({'R' + str(r.prediction) if r.prediction else 'unparseable'})", k)
                    for k, r in enumerate(j.rollouts)]
@@ -90,10 +94,12 @@ def build(wb: Workbench, tab: Any) -> None:
                                           note=text or "", marks=parse_marks(ok or [], bad or []),
                                           confirmed=waiting == [cur, verdict])
             except NeedsConfirmation as exc:
+                gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: [cur, verdict]}
             except ReflectRMError as exc:
                 return {**unchanged(shown), status: f"error: {exc}", pending: None}
             saved = f"{views.correction_text(record)} (judgment #{cur}); the next item is shown"
+            gr.Info(saved, title="Saved")
             return next_item(cur, skip_ids, src, request, note_text=saved)
 
         return handler
@@ -106,8 +112,7 @@ def build(wb: Workbench, tab: Any) -> None:
             item = services.review_item(int(cur), reviewer=session_key(request, "review"))
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
-        return show(item, f"withdrew correction #{record.id} and its {len(record.reflection_pair_ids)} reflection "
-                          f"pair(s) and {len(record.preference_example_ids)} preference example(s)")
+        return show(item, views.withdrawn_text(record))
 
     def first_item(cur, skip_ids, src, request: gr.Request):
         return unchanged(shown) if cur else next_item(None, skip_ids, src, request)

@@ -52,6 +52,7 @@ def build(wb: Workbench, tab: Any) -> None:
                 snapshot = gr.Dropdown(label="Snapshot (take one in Curate)", choices=[], scale=3,
                                        elem_id="train-snapshot")
                 refresh = gr.Button("Refresh", size="sm", scale=1, elem_id="train-refresh")
+            snapshot_mix = gr.Markdown(elem_id="train-snapshot-mix")
             base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                     elem_id="train-base-model")
             with gr.Row():
@@ -172,10 +173,11 @@ def build(wb: Workbench, tab: Any) -> None:
         if run_id is None:
             return {**unchanged(shown), status: "error: no run is shown: select one in the list"}
         try:
+            start = training.resume_point(int(run_id))
             run = training.resume(int(run_id), max_steps=whole(steps, "max steps", minimum=1))
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
-        return {**show(run.id, {}, full=True), status: f"resumed run #{run.id} from its last checkpoint"}
+        return {**show(run.id, {}, full=True), status: views.resumed_text(run.id, start)}
 
     def use_checkpoint(run_id, path):
         if run_id is None or not path:
@@ -185,7 +187,8 @@ def build(wb: Workbench, tab: Any) -> None:
             name = services.use_judge(int(run_id), path)
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
-        return {status: f"the judge is now {name}: judgments from now on use it", active_judge: name,
+        return {status: f"the judge is now {name}: judgments from now on use it",
+                active_judge: services.active_judge_label(),
                 base_model: name}
 
     def evaluate_checkpoint(run_id, path, name, most, request: gr.Request, progress=gr.Progress()):  # noqa: B008
@@ -218,6 +221,8 @@ def build(wb: Workbench, tab: Any) -> None:
     timer.tick(lambda run_id, last: show(run_id, last), [watched, seen], shown, **quiet)
     tab.select(open_tab, [watched, seen, snapshot], [*shown, snapshot], **quiet)
     refresh.click(lambda current: _snapshot_choices(services, current), snapshot, snapshot, api_visibility="private")
+    snapshot.change(lambda name: views.snapshot_mix_text(services.snapshots(), name or ""), snapshot, snapshot_mix,
+                    api_visibility="private", show_progress="hidden")
     start.click(start_run, form, shown, api_visibility="private", concurrency_limit=1)
     cancel.click(cancel_run, [watched, seen], shown, api_visibility="private")
     resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)

@@ -88,6 +88,8 @@ def evaluate(
     meta = meta or {}
     todo = [p for p in pairs if p.id not in done]
     finished = len(pairs) - len(todo)
+    if progress:  # from the first second, not after the first batch (which may take minutes)
+        progress(finished, len(pairs))
     for start in range(0, len(todo), plan.batch_size):
         if should_stop():
             return

@@ -246,6 +246,8 @@ def test_a_keyboard_correction_derives_reflection_pairs_shown_in_curate(page: Pa
     page.fill("#review-note textarea", "checked by hand")
     page.keyboard.press("Escape")  # leave the note field: keys act as shortcuts again
     page.keyboard.press("1")
+    if wait_value(page, "review-status", r"^(Saved|error|confirm)").startswith("confirm"):
+        page.keyboard.press("1")  # #0 predicted Response 1 and is marked wrong: the app asks first
     saved = wait_value(page, "review-status", r"^(Saved|error)")
     found = re.search(r"#0 wrong; derived 1 preference example\(s\) and (\d+) reflection pair\(s\)", saved)
     assert found, saved
@@ -359,7 +361,7 @@ def test_a_correction_against_the_label_asks_first_is_contested_and_can_be_withd
     page.click("#review-open")
     wait_value(page, "review-header", rf"^Judgment #{jid}")
     page.click("#review-withdraw")
-    wait_value(page, "review-status", r"^withdrew correction")
+    wait_value(page, "review-status", r"^Withdrew correction")
     with JudgmentStore.open(db_url) as store:
         assert not store.corrections(judgment_id=jid, include_withdrawn=False)
 

@@ -66,6 +66,24 @@ def test_build_pair_keeps_data_set_identity_only_while_texts_are_unchanged(pair:
     assert edited.source == "manual" and edited.id != "t:1"
 
 
+@pytest.mark.parametrize("label", [
+    pytest.param(2, id="the-other-response"),  # the reported fork: 30 pairs became 31, two labels, one id
+    pytest.param(None, id="unknown"),  # dropping the label would also store a second, unlabelled copy
+])
+def test_judging_a_picked_pair_under_another_label_is_refused_and_adds_no_pair(
+    services: AppServices, label: int | None
+) -> None:
+    services.add_demo_pairs(3)
+    source = services.demo_source()
+    [(_, picked), *_] = services.pairs(source)
+    other = label if label is None else 3 - picked.label
+    before = len(services.pairs(source))
+    with pytest.raises(InputError, match="labelled Response .* second copy.*Review queue"):
+        services.judge(build_pair(query=picked.query, messages="", response_1=picked.response_1,
+                                  response_2=picked.response_2, label=other, base=picked.to_dict()))
+    assert len(services.pairs(source)) == before
+
+
 def test_parse_marks_and_ids() -> None:
     assert parse_marks([0, 3], [5]) == {0: "right", 3: "right", 5: "wrong"}
     with pytest.raises(InputError, match="both right and wrong"):

@@ -175,6 +175,27 @@ def test_restarting_the_app_marks_runs_whose_process_is_gone_interrupted(paths) 
         restarted.close()
 
 
+@pytest.mark.parametrize(("checkpoints", "said"), [
+    pytest.param((), "starts again from step 0: it stopped before its first checkpoint", id="cancelled-at-step-0"),
+    pytest.param((2, 4), "from its checkpoint at step 4", id="two-checkpoints"),  # the last one, not the first
+])
+def test_resume_says_where_it_starts(paths, checkpoints: tuple[int, ...], said: str) -> None:
+    from reflectrm_app import views
+
+    services = open_services(*paths)
+    try:
+        run_id = _fake_run(services, paths[1], pid=_dead_pid(), state="cancelled", step=max(checkpoints, default=0))
+        for step in checkpoints:
+            folder = Path(services.store.training_run(run_id).run_dir) / f"checkpoint-{step}"
+            folder.mkdir()
+            (folder / "trainer_state.json").write_text("{}")
+            (folder / "config.json").write_text("{}")
+        # it used to say "resumed from its last checkpoint" when there was none
+        assert said in views.resumed_text(run_id, services.training.resume_point(run_id))
+    finally:
+        services.close()
+
+
 def _dead_pid() -> int:
     import subprocess
     import sys

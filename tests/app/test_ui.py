@@ -85,3 +85,23 @@ def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
     assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train", "evaluate"]
     assert all((APP / "tabs" / f"{t.id}.py").exists() for t in TABS)
     assert len((APP / "ui.py").read_text().splitlines()) < 150
+
+
+def test_long_actions_show_one_progress_display_on_their_status_line(services: AppServices) -> None:
+    demo = build_app(services)
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    trigger = {d["id"]: elem.get(d["targets"][0][0]) for d in demo.config["dependencies"] if d["targets"]}
+    shown_on = {trigger[d["id"]]: [elem[t] for t in d.get("show_progress_on") or []]
+                for d in demo.config["dependencies"] if d["targets"]}
+    # the overlay used to repeat over every output of the action
+    assert shown_on["judge-run"] == ["judge-status"]
+    assert shown_on["judge-audit"] == ["judge-status"]
+    assert shown_on["audit-run"] == ["audit-status"]
+    assert shown_on["eval-run"] == ["eval-status"] and shown_on["eval-resume"] == ["eval-status"]
+
+
+def test_curate_names_its_empty_choice(services: AppServices) -> None:
+    demo = build_app(services)
+    [source] = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "curate-source"]
+    # an empty label rendered as a bare tick mark
+    assert [list(choice) for choice in source["props"]["choices"]][0] == ["any source", ""]

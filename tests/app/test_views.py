@@ -256,3 +256,11 @@ def test_the_audit_table_shows_stage_2_position_bias() -> None:
     row = table.iloc[-1]
     assert row["reflection parse rate"] == "90.0%"
     assert row["stage 2 chose Critique 1 [95 % CI]"] == "88.9% [56.5, 98.0]"
+
+
+def test_a_loss_of_float_noise_plots_as_zero() -> None:
+    from reflectrm_app.views import curve_frame
+
+    frame = curve_frame([(1, -8e-9), (2, 0.25), (3, -1.5e-3)], "loss")
+    # the axis read "-0.000000008"
+    assert frame["loss"].tolist() == [0.0, 0.25, -0.0015] and str(frame["loss"][0]) == "0.0"

@@ -3,6 +3,7 @@ contradict what is known, one judgment's concurrent corrections become an edit, 
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -107,21 +108,55 @@ def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) 
     record = services.withdraw(jid, author="ana")
     assert not services.store.corrections(judgment_id=jid, include_withdrawn=False)
     assert services.browse("preference", ) == [] and record.id
+    # the message counts what was withdrawn (it said 0: a withdrawn correction derives nothing)
+    from reflectrm_app import views
+
+    assert len(record.preference_example_ids) == 1
+    assert views.withdrawn_text(record).startswith(f"Withdrew correction #{record.id} with its 1 preference example")
     with pytest.raises(InputError, match="no correction to withdraw"):
         services.withdraw(jid, author="ana")
 
 
-def test_next_moves_on_and_skip_keeps_an_item_away(services: AppServices) -> None:
-    services.add_demo_pairs(3)
-    for _, p in services.pairs(services.demo_source()):
-        services.judge(p)
-    first = services.next_for_review(reviewer="a")
-    second = services.next_for_review(reviewer="a", after=first.summary.id)
-    assert second.summary.id != first.summary.id  # Next moved on (it used to show the same item again)
-    third = services.next_for_review(reviewer="a", after=second.summary.id)
-    assert third.summary.id != second.summary.id  # Next does not skip: the first item may come back
-    skipped = services.next_for_review(reviewer="a", skip=[first.summary.id], after=second.summary.id)
-    assert skipped.summary.id not in (first.summary.id, second.summary.id)
+def _judged_demo_pairs(services: AppServices, count: int) -> list[int]:
+    services.add_demo_pairs(count)
+    return [services.judge(p).judgment_id for _, p in services.pairs(services.demo_source())]
+
+
+def test_next_walks_the_whole_queue_in_order_and_says_when_it_wraps(services: AppServices) -> None:
+    _judged_demo_pairs(services, 5)
+    order = [s.id for s in services.store.review_queue(limit=100)]
+    seen, item = [], services.next_for_review(reviewer="a")
+    for k in range(len(order)):
+        seen.append(item.summary.id)
+        assert not item.wrapped and item.remaining == len(order) - k  # "N more after this" counts down
+        item = services.next_for_review(reviewer="a", after=item.summary.id)
+    assert seen == order  # every item once, in the queue's order (it used to bounce between two items)
+    assert item.summary.id == order[0] and item.wrapped  # then back to the first, saying so
+
+
+def test_next_goes_on_from_an_item_just_corrected(services: AppServices) -> None:
+    _judged_demo_pairs(services, 4)
+    order = [s.id for s in services.store.review_queue(limit=100)]
+    services.correct(order[1], verdict=1, author="ana")  # the item just left is no longer in the queue
+    item = services.next_for_review(reviewer="a", after=order[1])
+    assert item.summary.id == order[2] and not item.wrapped
+
+
+def test_skip_keeps_an_item_away_for_the_session(services: AppServices) -> None:
+    _judged_demo_pairs(services, 3)
+    order = [s.id for s in services.store.review_queue(limit=100)]
+    seen, skip, item = [], [order[0]], services.next_for_review(reviewer="a", skip=[order[0]], after=order[0])
+    for _ in range(2 * len(order)):
+        seen.append(item.summary.id)
+        item = services.next_for_review(reviewer="a", skip=skip, after=item.summary.id)
+    assert order[0] not in seen and set(seen) == set(order[1:])
+    assert services.next_for_review(reviewer="a", skip=order) is None  # all skipped: the queue is empty
+
+
+def test_next_on_the_only_item_shows_it_again_as_a_wrap(services: AppServices, pair: PreferencePair) -> None:
+    jid = services.judge(pair).judgment_id
+    item = services.next_for_review(reviewer="a", after=jid)
+    assert item.summary.id == jid and item.wrapped
 
 
 def test_review_item_by_id_reads_one_summary(services: AppServices, pair: PreferencePair) -> None:
@@ -178,11 +213,28 @@ def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(stra
 
 def test_the_confidence_plot_shows_what_the_cards_show() -> None:
     from reflectrm_app import views
+    from reflectrm_app.records import JudgeResult
 
     frame = views.confidence_frame(_judgment([1, 2, 1]))  # confidences -0.1 (anchor), -0.2, -0.3
     tallest = frame.loc[frame["shown"].idxmax()]
     assert tallest["role"] == "anchor" and tallest["sample"] == "#00"  # bars hung from 0 made it the shortest
-    assert frame["shown"].min() == 0.0
+    # the lowest sample's card bar is 8 % long: its plot bar is too (it used to be a zero-height bar)
+    j = _judgment([1, 2, 1])
+    html = views.anatomy_html(JudgeResult(judgment_id=1, judgment=j))
+    card_widths = [float(w) for w in re.findall(r'rr-fill" style="width:([0-9.]+)%', html)]
+    assert [round(x, 1) for x in sorted(frame["shown"])] == sorted(card_widths) and frame["shown"].min() == 8.0
+
+
+def test_a_greedy_judgment_names_the_greedy_output_as_its_voter(services: AppServices, pair: PreferencePair) -> None:
+    from reflectrm_app import views
+    from reflectrm_app.records import JudgeResult
+
+    result = services.judge(pair, strategy="greedy")
+    html = views.anatomy_html(JudgeResult(judgment_id=result.judgment_id, judgment=result.judgment))
+    vote = views.vote_text(result.judgment)
+    assert "voters the greedy output" in vote and "#0" not in vote  # it named sample #0
+    assert all(r.greedy for r in result.judgment.rollouts)
+    assert "not used" not in html  # no samples are shown, so none are "below"
 
 
 def test_the_curate_table_says_which_label_is_which() -> None:
@@ -214,3 +266,82 @@ def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> 
     assert services.browse("preference", ExampleFilter(source="elsewhere")) == []
     services.set_excluded("preference", [every[0].id], excluded=True)
     assert services.mix().preference == 2  # counted in SQL, active only
+
+
+def test_history_marks_the_swapped_twin_of_an_audit(services: AppServices, pair: PreferencePair) -> None:
+    from reflectrm_app import views
+
+    audit = services.audit(pair)
+    rows = views.summaries_frame(services.history()).set_index("id")
+    # two rows with opposite labels: the swapped column says which one saw the responses swapped
+    assert rows.loc[audit.swapped.judgment_id, "swapped"] == "yes"
+    assert rows.loc[audit.original.judgment_id, "swapped"] == ""
+    assert rows.loc[audit.swapped.judgment_id, "label"] != rows.loc[audit.original.judgment_id, "label"]
+
+
+def test_the_header_names_the_judge_and_its_revision_not_the_host_path(tmp_path: Path) -> None:
+    from reflectrm_app.services import judge_label
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    demo = judge_label(str(DEMO_MODEL_DIR))
+    assert demo.startswith("demo judge · sha256:") and str(Path(DEMO_MODEL_DIR).parent) not in demo
+    checkpoint = tmp_path / "run-7" / "checkpoint-40"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    assert judge_label(str(checkpoint)).startswith("run-7/checkpoint-40 · sha256:")
+    assert judge_label("org/some-judge") == "org/some-judge"  # a Hub id is its own name
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services: AppServices, pair: PreferencePair,
+                                                                        fmt: str) -> None:
+    import pandas as pd
+
+    against = services.judge(pair).judgment_id
+    agreeing = services.judge(pair, seed=5).judgment_id
+    services.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
+    services.correct(agreeing, verdict=pair.label, author="ana")
+    out = services.export("corrections", fmt=fmt)
+    rows = pd.read_json(out, lines=True) if fmt == "jsonl" else pd.read_parquet(out)
+    contested = dict(zip(rows["judgment_id"], rows["contested"], strict=True))
+    # the field was missing: a curator downstream could not filter the contested ones out
+    assert contested[against] == f"the known label says Response {pair.label}"
+    assert contested[agreeing] == ""
+
+
+def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(services: AppServices,
+                                                                             pair: PreferencePair) -> None:
+    judged = services.judge(pair)
+    rollouts = judged.judgment.rollouts
+    verdict = pair.label  # agrees with the label: only the marks can need a confirmation
+    other = next(k for k, r in enumerate(rollouts) if r.prediction not in (None, verdict))
+    agreeing = next(k for k, r in enumerate(rollouts) if r.prediction == verdict)
+    # an analysis that predicted the opposite, marked right, becomes a reflection pair's better side
+    with pytest.raises(NeedsConfirmation,
+                       match=rf"analysis #{other} predicted Response {3 - verdict}.*better analysis"):
+        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"}, confirmed=False)
+    with pytest.raises(NeedsConfirmation, match=rf"analysis #{agreeing} predicted your Response {verdict}.*worse"):
+        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "wrong"},
+                         confirmed=False)
+    assert not services.store.corrections(judgment_id=judged.judgment_id)  # nothing saved before the answer
+    # marks that follow the rule save at once; confirmed, the contrary ones save too
+    services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "right", other: "wrong"},
+                     confirmed=False)
+    record = services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"})
+    assert record.marks == {other: "right"}
+
+
+def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(services: AppServices) -> None:
+    from reflectrm_app import views
+
+    services.add_demo_pairs(3)
+    for _, p in services.pairs(services.demo_source()):
+        judged = services.judge(p)
+        services.correct(judged.judgment_id, verdict=p.label, author="ana")
+    snapshot = services.snapshot("corrections-only")
+    text = views.snapshot_mix_text(services.snapshots(), "corrections-only")
+    assert f"{snapshot.num_preference} preference example(s), {snapshot.num_reflection} reflection pair(s)" in text
+    # one preference example and up to 4 reflection pairs per correction: corrections alone fall below 4:1
+    assert snapshot.num_reflection * 4 > snapshot.num_preference
+    assert text.startswith("**Below the paper's 4:1 mix.**") and "add" in text
+    assert views.snapshot_mix_text(services.snapshots(), "no-such") == ""

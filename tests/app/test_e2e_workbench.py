@@ -1,0 +1,183 @@
+"""End to end in Chromium: the Review queue walks, the confidence plot draws on a fresh page, and an
+evaluation run cut off by a crash is marked interrupted after a restart and resumes.
+
+The real `reflectrm app` (demo judge, SQLite) runs in a subprocess over a store seeded by a scripted
+judge (as in `test_e2e`). With REFLECTRM_SHOTS set to a folder, the tests leave screenshots there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from reflectrm_db.evaluation import EvalRunRecord, EvalStore  # noqa: E402
+from reflectrm_db.services import JudgmentStore  # noqa: E402
+from tests.app.browser import (  # noqa: E402
+    CHROMIUM, REPO, app_env, free_port, launch_chromium, running_app, wait_ready,
+)
+from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, value, wait_value  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's Chromium at {CHROMIUM}"),
+]
+
+
+def shot(page: Page, name: str, *, selector: str = "") -> None:
+    folder = os.environ.get("REFLECTRM_SHOTS")
+    if folder:
+        target = page.locator(selector) if selector else page
+        target.screenshot(path=str(Path(folder) / f"{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def db_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('e2e-wb') / 'app.db'}"
+    _seed(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def app_url(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_app(db_url, log=tmp_path_factory.mktemp("log") / "app.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, app_url: str) -> Iterator[Page]:
+    p = new_page(browser, app_url)
+    yield p
+    p.context.close()
+
+
+def shown_judgment(page: Page, previous: str = "") -> str:
+    """The judgment number in the Review header, once it differs from `previous`'s header."""
+    if previous:
+        expect(page.locator("#review-header textarea")).not_to_have_value(previous)
+    return value(page, "review-header")
+
+
+def test_next_by_keyboard_walks_every_item_of_the_queue_in_order_then_says_it_wrapped(page: Page,
+                                                                                       db_url: str) -> None:
+    with JudgmentStore.open(db_url) as store:
+        order = [s.id for s in store.review_queue(limit=100)]
+    assert len(order) == SEEDED
+    open_tab(page, "Review queue")
+    header = wait_value(page, "review-header", r"^Judgment #\d+")
+    seen = []
+    for k in range(len(order)):
+        seen.append(int(re.match(r"Judgment #(\d+)", header).group(1)))
+        assert "back at the start" not in header
+        if k < 10:
+            shot(page, f"review-walk-{k + 1:02d}", selector="#review-header")
+        page.evaluate("document.activeElement && document.activeElement.blur()")  # keys go to the shortcuts
+        page.keyboard.press("n")
+        header = shown_judgment(page, header)
+    assert seen == order  # it used to show 11, 23, 11, 23, ...
+    assert header.startswith(f"Judgment #{order[0]} ") and "back at the start of the queue" in header
+    shot(page, "review-walk-wrapped")
+
+
+def test_the_confidence_plot_draws_filled_bars_and_a_legend_on_a_fresh_page(page: Page) -> None:
+    page.locator("#judge-examples td, #judge-examples button").first.click()
+    page.click("#judge-run")
+    wait_value(page, "judge-status", r"^judged and recorded as #")
+    bars = page.locator("#judge-plot svg .mark-rect path")
+    expect(bars.first).to_be_visible()
+    fills = bars.evaluate_all("els => els.map(e => e.getAttribute('fill'))")
+    cards = page.locator("#judge-anatomy [data-testid=analysis-card]").count()
+    # the first chart of a fresh page drew bars with no fill and an empty legend (an empty initial frame)
+    assert len(fills) == cards and all(fills), fills
+    legend = page.locator("#judge-plot svg .role-legend-label text").evaluate_all("els => els.map(e => e.textContent)")
+    assert {"anchor"} <= set(legend), legend
+    shot(page, "plot-fresh-page", selector="#judge-plot")
+
+
+# --- evaluation runs across an app restart -------------------------------------------------------------------------
+
+
+@contextmanager
+def app_process(db_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`reflectrm app` on a free port, with its process (a test may kill it, as a crash would)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "reflectrm_app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=app_env(db_url), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_ready(url + "/", proc)
+            yield url, proc
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def eval_runs(db_url: str) -> list[EvalRunRecord]:
+    with JudgmentStore.open(db_url) as store:
+        return EvalStore(store).runs()
+
+
+def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(browser: Browser,
+                                                                             tmp_path: Path) -> None:
+    db_url, log = f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "app.log"
+    with app_process(db_url, log) as (url, proc):
+        page = new_page(browser, url)
+        open_tab(page, "Evaluate")
+        page.locator("#eval-limit input").fill("6")
+        page.click("#eval-run")
+        deadline = time.monotonic() + 180
+        while not (eval_runs(db_url) and eval_runs(db_url)[0].items_done >= 1):  # bounded: the deadline
+            assert time.monotonic() < deadline, "no pair judged within 180 s"
+            page.wait_for_timeout(200)
+        proc.kill()  # the app dies mid-run: nothing marks the run
+        proc.wait()
+        page.context.close()
+    [left] = eval_runs(db_url)
+    assert left.status == "running" and left.items_done < left.items_total
+    with app_process(db_url, log) as (url, _):
+        page = new_page(browser, url)
+        open_tab(page, "Evaluate")
+        wait_value(page, "eval-status", rf"^run\(s\) {left.id} interrupted: the app stopped .* Resume run")
+        shot(page, "eval-interrupted-status-after-restart", selector="#eval-status")
+        assert value(page, "eval-run-id") == "" and value(page, "eval-judgment-id") == ""  # empty fields, not 0
+        page.click("#eval-open")
+        wait_value(page, "eval-open-status", r"^error: no item is chosen")
+        page.locator("#eval-run-id textarea").fill(str(left.id))
+        page.click("#eval-show")
+        expect(page.locator("#eval-report")).to_contain_text(f"Unfinished run (interrupted): {left.items_done} of 6")
+        shot(page, "eval-interrupted-after-restart")
+        page.click("#eval-resume")
+        wait_value(page, "eval-status", rf"^run {left.id} completed: 6/6 pair-orders judged", timeout_s=300)
+        page.context.close()
+
+
+def test_a_correction_to_confirm_is_said_where_the_eye_is(page: Page) -> None:
+    open_tab(page, "Review queue")
+    wait_value(page, "review-header", r"^Judgment #\d+")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("2")  # the seeded pairs are labelled Response 1: this contradicts the label
+    toast = page.locator(".toast-body", has_text="Confirm")
+    expect(toast.first).to_be_visible()  # a toast in the window, whatever the scroll position
+    assert wait_value(page, "review-status", r"^confirm: ").startswith("confirm: Response 2 contradicts")
+    label = page.locator("#review-status").inner_text()
+    assert "confirmation" in label.lower()  # the box says what it holds (it was labelled "Saved")
+    shot(page, "review-confirmation-toast")

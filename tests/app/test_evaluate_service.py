@@ -1,0 +1,99 @@
+"""The Evaluate tab's services: the pair count it accepts, progress from the start, runs that survive a restart."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from reflectrm_app.evaluation import EvaluationService
+from reflectrm_app.services import AppServices
+from reflectrm.errors import InputError
+
+
+@pytest.mark.parametrize("limit", [
+    pytest.param(0, id="zero"),  # used to mean "no limit" and silently ran every pair
+    pytest.param(2.5, id="fraction"),  # used to become 2
+    pytest.param(-3, id="negative"),
+])
+def test_a_pair_count_that_is_not_a_whole_number_of_at_least_one_is_refused(services: AppServices,
+                                                                           limit: float) -> None:
+    with pytest.raises(InputError, match=r'"Pairs at most" must be a whole number of at least 1.*empty for every'):
+        EvaluationService(services).request("demo", limit=limit)
+
+
+@pytest.mark.parametrize(("limit", "expected"), [pytest.param(None, None, id="empty-is-all"),
+                                                 pytest.param(3.0, 3, id="whole-float")])
+def test_an_empty_or_whole_pair_count_is_taken(services: AppServices, limit: float | None,
+                                               expected: int | None) -> None:
+    assert EvaluationService(services).request("demo", limit=limit).limit == expected
+
+
+def test_the_file_benchmark_without_a_path_names_the_field_not_a_cli_flag(services: AppServices) -> None:
+    with pytest.raises(InputError, match='Local file or folder') as caught:
+        EvaluationService(services).request("file")
+    assert "--data" not in str(caught.value)
+
+
+def test_progress_shows_before_the_first_batch_is_judged(services: AppServices) -> None:
+    evals, seen = EvaluationService(services), []
+    backend = services.model.get()
+    evals.run(evals.request("demo", limit=4), cancel=threading.Event(),
+              progress=lambda done, total: seen.append((done, total, len(backend.calls))))
+    assert seen[0] == (0, 4, 0)  # before any generation (it used to appear only after the first batch)
+    assert seen[-1][:2] == (4, 4)
+
+
+def _cut_off_run(services: AppServices, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A run whose process ended after its first batch, without marking it (as a killed app leaves it)."""
+    evals = EvaluationService(services)
+    monkeypatch.setattr(evals.evals.kept, "finish", lambda *a, **k: None)
+
+    def die_after_the_first_batch(done: int, total: int) -> None:
+        if done:
+            raise SystemExit("killed")
+
+    with pytest.raises(SystemExit):
+        evals.run(evals.request("demo", limit=4), cancel=threading.Event(), progress=die_after_the_first_batch)
+    [run] = evals.evals.runs()
+    assert run.status == "running" and 0 < run.items_done < 4
+    return run.id
+
+
+def test_after_a_restart_a_run_left_running_is_interrupted_unfinished_and_resumes(
+    services: AppServices, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = _cut_off_run(services, monkeypatch)
+    restarted = EvaluationService(services)  # the app's start-up
+    assert restarted.mark_interrupted() == [run_id]
+    run = restarted.evals.get(run_id)
+    assert run.status == "interrupted" and "Resume" in run.error
+    shown = restarted.view(run_id).markdown
+    assert shown.startswith(f"**Unfinished run (interrupted): {run.items_done} of 4")  # not shown as finished
+    resumed = restarted.resume(run_id, cancel=threading.Event())
+    assert (resumed.id, resumed.status, resumed.items_done) == (run_id, "completed", 4)
+    assert "Unfinished" not in restarted.view(run_id).markdown
+    with pytest.raises(InputError, match="is completed: only a stopped, failed or interrupted run resumes"):
+        restarted.resume(run_id, cancel=threading.Event())
+
+
+@pytest.mark.parametrize(("typed", "fragment"), [
+    pytest.param("", '"Run" is empty: click a run', id="empty"),  # used to be int(None): a TypeError's text
+    pytest.param("2.5", "must be a run number like 3", id="fraction"),
+    pytest.param("0", "must be a run number like 3", id="zero"),
+])
+def test_a_run_field_that_holds_no_run_number_names_the_field(typed: str, fragment: str) -> None:
+    from reflectrm_app.tabs.evaluate import run_number
+
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        run_number(typed, "Run")
+
+
+def test_a_run_that_does_not_exist_is_said_in_the_tabs_words(services: AppServices) -> None:
+    evals = EvaluationService(services)
+    for action in (lambda: evals.view(42), lambda: evals.compare(42, 43),
+                   lambda: evals.resume(42, cancel=threading.Event())):
+        with pytest.raises(InputError, match="run 42 does not exist: click a run in Runs") as caught:
+            action()
+        assert "--list" not in str(caught.value)  # it named `reflectrm eval --list`
