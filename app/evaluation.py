@@ -16,13 +16,18 @@ from reflectrm_app.resources import Cancelled
 from reflectrm_app.eval_runs import EvalRequest, Evaluations
 from reflectrm_db.evaluation import EvalRunRecord
 from reflectrm.errors import InputError
-from reflectrm.eval.benchmarks import BENCHMARKS
+from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT
 from reflectrm.eval.report import compare_markdown, markdown, svg_plot
 from reflectrm.eval.runner import EvalPlan
 
 DATA_SET_PREFIX = "data set: "
 RUN_COLUMNS = ("run", "benchmark", "status", "done", "of", "model", "strategies", "both orders", "partial")
 ITEM_COLUMNS = ("judgment", "item", "subset", "strategy", "order", "label", "verdict", "why")
+
+
+def both_orders_by_default(benchmark: str | None) -> bool:
+    """Whether a benchmark's official protocol judges both orders (JudgeBench): the tab's checkbox follows it."""
+    return benchmark in BOTH_ORDERS_BY_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +154,8 @@ class EvaluationService:
         try:
             return self.evals.get(int(run_id))
         except InputError:
-            raise InputError(f"run {run_id} does not exist: click a run in Runs (Refresh runs lists new ones)") from None
+            raise InputError(f"run {run_id} does not exist: click a run in Runs (Refresh runs lists new ones)") \
+                from None
 
     def items_to_check(self, run_id: int, *, limit: int = 200) -> list[list[Any]]:
         """Wrong, abstained and flipped items with their judgment ids (to open in the Judge view)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService
+from reflectrm_app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService, both_orders_by_default
 from reflectrm_app.tabs import judge as judge_tab
 from reflectrm_app.tabs.common import TabSpec, Workbench, failure_text, judgment_number, unchanged
 from reflectrm.errors import InputError, ReflectRMError
@@ -63,6 +63,10 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         judgment_id = gr.Textbox(label="Judgment #", placeholder="click an item above", elem_id="eval-judgment-id")
         open_btn = gr.Button("Open in Judge view", elem_id="eval-open")
         open_status = gr.Textbox(label="Status", interactive=False, elem_id="eval-open-status", scale=3)
+
+    # JudgeBench's protocol judges both orders: picking it ticks the box (the user may untick it)
+    benchmark.change(lambda name: gr.update(value=both_orders_by_default(name)), benchmark, both,
+                     show_progress="hidden")
 
     def launch(name, path, sub, lim, strats, orders, progress=gr.Progress()):  # noqa: B008
         return execute(lambda cancel, report: evals.run(

@@ -97,3 +97,10 @@ def test_a_run_that_does_not_exist_is_said_in_the_tabs_words(services: AppServic
         with pytest.raises(InputError, match="run 42 does not exist: click a run in Runs") as caught:
             action()
         assert "--list" not in str(caught.value)  # it named `reflectrm eval --list`
+
+
+@pytest.mark.parametrize("benchmark, both", [("judgebench", True), ("demo", False), ("file", False), (None, False)])
+def test_the_both_orders_box_follows_the_benchmark_s_protocol(benchmark, both) -> None:
+    from reflectrm_app.evaluation import both_orders_by_default
+
+    assert both_orders_by_default(benchmark) is both  # JudgeBench scores a pair right only if right in both orders
