@@ -56,8 +56,8 @@ def test_compare_refuses_runs_over_different_pairs_with_the_same_ids(tmp_path: P
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
         assert main(["eval", "--benchmark", "file", "--data", str(tmp_path / name), "--strategies", "greedy",
                      "--max-new-tokens", "64", "--device", "cpu", "--db", db]) == 0
-    err = capsys.readouterr().err
-    assert "labels: first 3, second 0, tie 0, none 0 (3 pairs)" in err  # eval prints the pairs per label
+    out = capsys.readouterr().out
+    assert "labels: first 3, second 0, tie 0, none 0 (3 pairs)" in out  # eval prints the pairs per label (stdout)
     assert main(["compare", "1", "2", "--db", db]) == 2
     err = capsys.readouterr().err
     assert "judged different pairs" in err and err.count("\n") == 1

@@ -72,7 +72,7 @@ def test_report_compare_and_drill_down_into_the_judge_view(page: Page, seeded: t
     first_id = page.locator("#eval-items [role=row]").nth(1).locator("[role=gridcell]").first
     judgment = first_id.inner_text().strip()
     first_id.click()
-    expect(page.locator("#eval-judgment-id input")).to_have_value(judgment)
+    expect(page.locator("#eval-judgment-id textarea, #eval-judgment-id input").first).to_have_value(judgment)
     page.click("#eval-open")
     expect(page.locator("#judge-status textarea")).to_have_value(re.compile(rf"^opened judgment #{judgment}"))
     page.get_by_role("tab", name="Evaluate").click()
