@@ -66,7 +66,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
 
     # JudgeBench's protocol judges both orders: picking it ticks the box (the user may untick it)
     benchmark.change(lambda name: gr.update(value=both_orders_by_default(name)), benchmark, both,
-                     show_progress="hidden")
+                     show_progress="hidden", api_visibility="private")
 
     def launch(name, path, sub, lim, strats, orders, progress=gr.Progress()):  # noqa: B008
         return execute(lambda cancel, report: evals.run(
