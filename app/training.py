@@ -50,6 +50,55 @@ PRECISIONS = MappingProxyType({"auto": None, "bf16": True, "fp32": False})
 """The form's precision choices, as `TrainConfig.bf16`."""
 
 
+PAPER_MIX = (4, 1)  # preference : reflection examples (the paper's mix; it found that even 2:1 hurts)
+MIXES = MappingProxyType({"paper": "the paper's 4:1 (reflection pairs subsampled)", "as_is": "train as is"})
+"""The Train form's mix choices, as `TrainRequest.mix`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataMix:
+    """What a run trains on: a snapshot's examples of each kind, and how many of each the chosen mix keeps.
+
+    Attributes:
+        choice: a key of `MIXES`.
+        preference, reflection: the snapshot's examples of each kind.
+        kept_preference, kept_reflection: how many of each the run trains on.
+        seed: seeds which reflection pairs are kept when some are cut.
+    """
+
+    choice: str
+    preference: int
+    reflection: int
+    kept_preference: int
+    kept_reflection: int
+    seed: int = 0
+
+    @property
+    def cut(self) -> int:
+        """Reflection pairs left out (the paper's mix cuts reflection pairs only)."""
+        return self.reflection - self.kept_reflection
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"choice": self.choice, "mix": list(PAPER_MIX) if self.choice == "paper" else None,
+                "preference": self.kept_preference, "reflection": self.kept_reflection,
+                "snapshot_preference": self.preference, "snapshot_reflection": self.reflection,
+                "reflection_cut": self.cut, "seed": self.seed}
+
+
+def plan_mix(preference: int, reflection: int, *, choice: str = "paper", seed: int = 0) -> DataMix:
+    """How many examples of each kind a run keeps: under "paper", reflection pairs beyond a quarter of the
+    preference examples are cut (never preference examples: too few reflection pairs are kept as they are)."""
+    if choice not in MIXES:
+        raise InputError(f"the mix must be one of {', '.join(MIXES)}, got {choice!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise InputError(f"the mix seed must be a whole number >= 0, got {seed!r}")
+    from reflectrm.training.data import mix_counts
+
+    keep_p, keep_r = (preference, reflection) if choice == "as_is" else mix_counts(preference, reflection, PAPER_MIX)
+    return DataMix(choice=choice, preference=preference, reflection=reflection, kept_preference=keep_p,
+                   kept_reflection=keep_r, seed=seed)
+
+
 def default_runs_dir(database_url: str) -> Path:
     """`runs/` beside a SQLite store's file; `./runs` for an in-memory or server database."""
     url = make_url(database_url)
@@ -134,10 +183,10 @@ class TrainingService:
                                  "is filled in by default)")
             check_model(base_model)
             config = train_config(request, self.settings)
-            data = self._snapshot_data(snapshot)
+            data, mix = self._mixed_data(self._snapshot_data(snapshot), choice=request.mix, seed=request.mix_seed)
             run_dir = self.runs_dir / f"run-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
             run = self.store.add_training_run(snapshot_id=snapshot.id, base_model=base_model, run_dir=str(run_dir),
-                                              config=config.to_dict())
+                                              config={**config.to_dict(), "data_mix": mix.to_dict()})
             try:
                 self._jobs[run.id] = jobs.start_run(run_dir, data=data, model=base_model, config=config,
                                                     env=self._worker_env())
@@ -145,7 +194,8 @@ class TrainingService:
                 self.store.update_training_run(run.id, status="failed", error=f"{type(exc).__name__}: {exc}",
                                                finished_at=_now())
                 raise
-            log.info("started training run %d in %s on snapshot %r", run.id, run_dir, snapshot.name)
+            log.info("started training run %d in %s on snapshot %r (%d preference, %d reflection examples)", run.id,
+                     run_dir, snapshot.name, mix.kept_preference, mix.kept_reflection)
             return self.store.training_run(run.id)
 
     def cancel(self, run_id: int) -> bool:
@@ -230,6 +280,47 @@ class TrainingService:
         else:
             fresh.rename(path)
         return path
+
+    def data_mix(self, name: str, choice: str = "paper", *, seed: int = 0) -> DataMix | None:
+        """What a run on snapshot `name` would train on under `choice`, from the snapshot's counts (None: no such
+        snapshot)."""
+        found = next((s for s in self.store.snapshots() if s.name == name), None)
+        if found is None:
+            return None
+        return plan_mix(found.num_preference, found.num_reflection, choice=choice, seed=seed)
+
+    def _mixed_data(self, data: Path, *, choice: str, seed: int) -> tuple[Path, DataMix]:
+        """The exported rows `data` as the mix keeps them: the same folder when nothing is cut, else a folder
+        beside it holding every preference example and a seeded sample of the reflection pairs, its manifest
+        saying which mix and seed made it."""
+        import random
+
+        from reflectrm.core.prompts import Task
+        from reflectrm.training.data import SNAPSHOT_MANIFEST, load_snapshot, snapshot_hash
+        from reflectrm.training.recipe import rows_hash
+
+        ds = load_snapshot(data)
+        tasks = list(ds["task"])
+        reflection = [i for i, t in enumerate(tasks) if t == Task.ANALYSIS.value]
+        mix = plan_mix(len(tasks) - len(reflection), len(reflection), choice=choice, seed=seed)
+        if not mix.kept_preference + mix.kept_reflection:
+            raise InputError("the paper's 4:1 mix keeps no rows of this snapshot: it holds no preference examples "
+                             "(correct judgments in Review, or choose 'train as is')")
+        if not mix.cut:
+            return data, mix
+        path = data.with_name(f"{data.name}-mix{PAPER_MIX[0]}to{PAPER_MIX[1]}-seed{seed}")
+        if path.is_dir():  # made before from the same rows (the source folder is named by their hash)
+            return path, mix
+        kept_refl = set(random.Random(seed).sample(reflection, mix.kept_reflection))
+        picked = ds.select([i for i, t in enumerate(tasks) if t != Task.ANALYSIS.value or i in kept_refl])
+        rows = [{**r, "origin": r.get("origin", ""), "pair_id": str(r.get("pair_id", ""))} for r in picked]
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
+        picked.save_to_disk(str(tmp))
+        manifest = {"name": path.name, "content_hash": rows_hash(rows), "rows": len(rows),
+                    "source": {"folder": data.name, "content_hash": snapshot_hash(data)}, "data_mix": mix.to_dict()}
+        (tmp / SNAPSHOT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        tmp.rename(path)
+        return path, mix
 
     def _worker_env(self) -> dict[str, str]:
         threads = self.settings.generation.torch_threads()
