@@ -46,6 +46,7 @@ LOG_CHARS = 6000  # the end of a worker's log shown, and kept in the store when 
 _DEMO_DEFAULTS = MappingProxyType({"learning_rate": 5e-5, "batch_size": 4, "num_generations": 4, "save_steps": 20})
 """Form defaults for the bundled demo judge (3.6 M parameters, on a CPU): small steps that finish in seconds.
 Other models get the paper's (`TrainConfig`)."""
+REPLAY_SEARCH = 2000  # the newest stored judgments searched for replay examples (the paper's mix, below 4:1)
 PRECISIONS = MappingProxyType({"auto": None, "bf16": True, "fp32": False})
 """The form's precision choices, as `TrainConfig.bf16`."""
 
@@ -62,8 +63,9 @@ class DataMix:
     Attributes:
         choice: a key of `MIXES`.
         preference, reflection: the snapshot's examples of each kind.
-        kept_preference, kept_reflection: how many of each the run trains on.
-        seed: seeds which reflection pairs are kept when some are cut.
+        kept_preference, kept_reflection: how many of the snapshot's examples of each kind the run trains on.
+        replay: preference examples added from the judge's own rollouts of other labelled pairs in the store.
+        seed: seeds which reflection pairs are kept when some are cut, and which replay examples are added.
     """
 
     choice: str
@@ -71,6 +73,7 @@ class DataMix:
     reflection: int
     kept_preference: int
     kept_reflection: int
+    replay: int = 0
     seed: int = 0
 
     @property
@@ -80,23 +83,30 @@ class DataMix:
 
     def to_dict(self) -> dict[str, Any]:
         return {"choice": self.choice, "mix": list(PAPER_MIX) if self.choice == "paper" else None,
-                "preference": self.kept_preference, "reflection": self.kept_reflection,
+                "preference": self.kept_preference, "reflection": self.kept_reflection, "replay": self.replay,
                 "snapshot_preference": self.preference, "snapshot_reflection": self.reflection,
                 "reflection_cut": self.cut, "seed": self.seed}
 
 
-def plan_mix(preference: int, reflection: int, *, choice: str = "paper", seed: int = 0) -> DataMix:
-    """How many examples of each kind a run keeps: under "paper", reflection pairs beyond a quarter of the
-    preference examples are cut (never preference examples: too few reflection pairs are kept as they are)."""
+def plan_mix(preference: int, reflection: int, *, choice: str = "paper", seed: int = 0,
+             replay_available: int = 0) -> DataMix:
+    """How many examples of each kind a run keeps: under "paper", too few preference examples for 4:1 are first
+    made up with up to `replay_available` replayed ones, then reflection pairs beyond a quarter of all preference
+    examples are cut (never preference examples: too few reflection pairs are kept as they are)."""
     if choice not in MIXES:
         raise InputError(f"the mix must be one of {', '.join(MIXES)}, got {choice!r}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"the mix seed must be a whole number >= 0, got {seed!r}")
     from reflectrm.training.data import mix_counts
 
-    keep_p, keep_r = (preference, reflection) if choice == "as_is" else mix_counts(preference, reflection, PAPER_MIX)
-    return DataMix(choice=choice, preference=preference, reflection=reflection, kept_preference=keep_p,
-                   kept_reflection=keep_r, seed=seed)
+    if choice == "as_is":
+        return DataMix(choice=choice, preference=preference, reflection=reflection, kept_preference=preference,
+                       kept_reflection=reflection, seed=seed)
+    want = reflection * PAPER_MIX[0] // PAPER_MIX[1] - preference
+    replay = max(0, min(replay_available, want))
+    keep_p, keep_r = mix_counts(preference + replay, reflection, PAPER_MIX)
+    return DataMix(choice=choice, preference=preference, reflection=reflection, kept_preference=keep_p - replay,
+                   kept_reflection=keep_r, replay=replay, seed=seed)
 
 
 def default_runs_dir(database_url: str) -> Path:
@@ -183,7 +193,8 @@ class TrainingService:
                                  "is filled in by default)")
             check_model(base_model)
             config = train_config(request, self.settings)
-            data, mix = self._mixed_data(self._snapshot_data(snapshot), choice=request.mix, seed=request.mix_seed)
+            data, mix = self._mixed_data(self._snapshot_data(snapshot), snapshot, choice=request.mix,
+                                         seed=request.mix_seed)
             run_dir = self.runs_dir / f"run-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
             run = self.store.add_training_run(snapshot_id=snapshot.id, base_model=base_model, run_dir=str(run_dir),
                                               config={**config.to_dict(), "data_mix": mix.to_dict()})
@@ -194,8 +205,8 @@ class TrainingService:
                 self.store.update_training_run(run.id, status="failed", error=f"{type(exc).__name__}: {exc}",
                                                finished_at=_now())
                 raise
-            log.info("started training run %d in %s on snapshot %r (%d preference, %d reflection examples)", run.id,
-                     run_dir, snapshot.name, mix.kept_preference, mix.kept_reflection)
+            log.info("started training run %d in %s on snapshot %r (%d preference + %d replayed, %d reflection "
+                     "examples)", run.id, run_dir, snapshot.name, mix.kept_preference, mix.replay, mix.kept_reflection)
             return self.store.training_run(run.id)
 
     def cancel(self, run_id: int) -> bool:
@@ -287,36 +298,73 @@ class TrainingService:
         found = next((s for s in self.store.snapshots() if s.name == name), None)
         if found is None:
             return None
-        return plan_mix(found.num_preference, found.num_reflection, choice=choice, seed=seed)
+        available = len(self.replay_pool(found)) if choice == "paper" else 0
+        return plan_mix(found.num_preference, found.num_reflection, choice=choice, seed=seed,
+                        replay_available=available)
 
-    def _mixed_data(self, data: Path, *, choice: str, seed: int) -> tuple[Path, DataMix]:
-        """The exported rows `data` as the mix keeps them: the same folder when nothing is cut, else a folder
-        beside it holding every preference example and a seeded sample of the reflection pairs, its manifest
-        saying which mix and seed made it."""
+    def replay_pool(self, snapshot: SnapshotRecord, *, exclude: frozenset[str] = frozenset()) -> list[Any]:
+        """Preference examples replayed from the judge's own rollouts: for each labelled pair the snapshot does not
+        hold, its newest judgment (in the pair's own order) whose sampled rollouts were not all right (the paper
+        drops easy items); none whose prompt key is in `exclude`. Newest first."""
+        from reflectrm.training.recipe import Rendering, preference_example
+
+        members = self.store.snapshot_members(snapshot.id)
+        held = {e.pair_id for kind, ids in members.items() if ids
+                for e in self.store.examples(kind, states=None, limit=None) if e.id in set(ids)}
+        ids = [s.id for s in self.store.history(limit=REPLAY_SEARCH)
+               if not s.swapped and s.label is not None and s.pair_id not in held]
+        pool, pairs, keys = [], set(), set(exclude)
+        for stored in sorted(self.store.load_many(ids), key=lambda j: -j.id):
+            j = stored.judgment
+            samples = [r for r in j.rollouts if not r.greedy]
+            if stored.pair_id in pairs or j.pair.label is None or all(r.prediction == j.pair.label for r in samples):
+                continue  # `all` of no samples is True: a greedy judgment has no rollouts to learn from
+            example = preference_example(j.pair, label=j.pair.label, rendering=Rendering.from_config(j.config),
+                                         origin="replay")
+            if example.key not in keys:
+                pairs.add(stored.pair_id)
+                keys.add(example.key)
+                pool.append(example)
+        return pool
+
+    def _mixed_data(self, data: Path, snapshot: SnapshotRecord, *, choice: str, seed: int) -> tuple[Path, DataMix]:
+        """The exported rows `data` as the mix keeps them: the same folder when nothing changes, else a folder
+        beside it holding every preference example, replayed ones where the snapshot has too few, and a seeded
+        sample of the reflection pairs; its manifest says which mix and seed made it."""
         import random
 
         from reflectrm.core.prompts import Task
-        from reflectrm.training.data import SNAPSHOT_MANIFEST, load_snapshot, snapshot_hash
+        from reflectrm.errors import require
+        from reflectrm.training.data import SNAPSHOT_MANIFEST, load_snapshot, read_examples, snapshot_hash
         from reflectrm.training.recipe import rows_hash
 
         ds = load_snapshot(data)
         tasks = list(ds["task"])
         reflection = [i for i, t in enumerate(tasks) if t == Task.ANALYSIS.value]
-        mix = plan_mix(len(tasks) - len(reflection), len(reflection), choice=choice, seed=seed)
+        preference = len(tasks) - len(reflection)
+        short = choice == "paper" and len(reflection) * PAPER_MIX[0] > preference * PAPER_MIX[1]
+        pool = self.replay_pool(snapshot, exclude=frozenset(e.key for e in read_examples(data))) if short else []
+        mix = plan_mix(preference, len(reflection), choice=choice, seed=seed, replay_available=len(pool))
         if not mix.kept_preference + mix.kept_reflection:
-            raise InputError("the paper's 4:1 mix keeps no rows of this snapshot: it holds no preference examples "
-                             "(correct judgments in Review, or choose 'train as is')")
-        if not mix.cut:
+            raise InputError("the paper's 4:1 mix keeps no rows of this snapshot: it holds no preference examples and "
+                             "the store has no judged labelled pairs to replay (judge labelled pairs, or choose "
+                             "'train as is')")
+        if not mix.cut and not mix.replay:
             return data, mix
-        path = data.with_name(f"{data.name}-mix{PAPER_MIX[0]}to{PAPER_MIX[1]}-seed{seed}")
-        if path.is_dir():  # made before from the same rows (the source folder is named by their hash)
-            return path, mix
-        kept_refl = set(random.Random(seed).sample(reflection, mix.kept_reflection))
+        datasets = require("datasets", extra="train")
+        rng = random.Random(seed)
+        kept_refl = set(rng.sample(reflection, mix.kept_reflection))
+        replayed = [pool[i] for i in sorted(rng.sample(range(len(pool)), mix.replay))]
         picked = ds.select([i for i, t in enumerate(tasks) if t != Task.ANALYSIS.value or i in kept_refl])
         rows = [{**r, "origin": r.get("origin", ""), "pair_id": str(r.get("pair_id", ""))} for r in picked]
+        rows += [{**e.to_row(), "example_id": None} for e in replayed]
+        digest = rows_hash(rows)
+        path = data.with_name(f"{data.name}-mix{PAPER_MIX[0]}to{PAPER_MIX[1]}-{digest[:12]}")
+        if path.is_dir():  # the same rows were mixed before: present means complete (the rename below)
+            return path, mix
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
-        picked.save_to_disk(str(tmp))
-        manifest = {"name": path.name, "content_hash": rows_hash(rows), "rows": len(rows),
+        datasets.Dataset.from_list(rows).save_to_disk(str(tmp))
+        manifest = {"name": path.name, "content_hash": digest, "rows": len(rows),
                     "source": {"folder": data.name, "content_hash": snapshot_hash(data)}, "data_mix": mix.to_dict()}
         (tmp / SNAPSHOT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         tmp.rename(path)

@@ -449,7 +449,9 @@ def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str, planned: D
     if planned is not None:
         cut = (f" ({planned.cut} reflection pair(s) left out, a sample seeded by {planned.seed}: the paper's 4:1)"
                if planned.cut else "")
-        text += (f"\n\n**The run will train on {planned.kept_preference} preference example(s) and "
+        replay = (f" + {planned.replay} replayed from the judge's own rollouts of other labelled pairs"
+                  if planned.replay else "")
+        text += (f"\n\n**The run will train on {planned.kept_preference} preference example(s){replay} and "
                  f"{planned.kept_reflection} reflection pair(s)**{cut}.")
     return text
 

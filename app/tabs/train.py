@@ -162,8 +162,9 @@ def build(wb: Workbench, tab: Any) -> None:
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
         used = run.config.get("data_mix") or {}
-        trained_on = (f" ({used['preference']} preference example(s), {used['reflection']} reflection pair(s))"
-                      if used else "")
+        replay = f" + {used['replay']} replayed" if used.get("replay") else ""
+        trained_on = (f" ({used['preference']} preference example(s){replay}, {used['reflection']} reflection "
+                      "pair(s))" if used else "")
         return {**show(run.id, {}, full=True),
                 status: f"started run #{run.id} on snapshot {run.snapshot_name!r}{trained_on}"}
 

@@ -64,7 +64,7 @@ def test_the_default_run_trains_on_4_to_1_and_as_is_keeps_every_row(services: Ap
     assert kinds["response"] == 8 and kinds["analysis"] == 2  # 4:1, every preference example kept
     assert config["data_mix"] == {"choice": "paper", "mix": [4, 1], "preference": 8, "reflection": 2,
                                   "snapshot_preference": 8, "snapshot_reflection": snapshot.num_reflection,
-                                  "reflection_cut": snapshot.num_reflection - 2, "seed": 0}
+                                  "reflection_cut": snapshot.num_reflection - 2, "replay": 0, "seed": 0}
     again, _ = _start(services, monkeypatch)  # seeded: the same rows again
     assert again == data and read_examples(again) == read_examples(data)
 
@@ -102,3 +102,26 @@ def test_the_papers_mix_cuts_reflection_pairs_only(counts: tuple[int, int], kept
 def test_an_unknown_mix_is_refused_in_one_line() -> None:
     with pytest.raises(InputError, match="the mix must be one of paper, as_is"):
         plan_mix(1, 1, choice="half")
+
+
+def test_too_few_preference_examples_are_made_up_with_replay_from_the_judges_own_rollouts(
+        services: AppServices, monkeypatch) -> None:
+    from reflectrm.demo.tasks import make_pairs
+
+    snapshot = {s.name: s for s in services.snapshots()}["s1"]
+    held = {e.pair_id for e in read_examples(_start(services, monkeypatch, mix="as_is")[0])}
+    for p in make_pairs(12, seed=11, source="demo-arith-more"):  # judged, never corrected: the judge's rollouts
+        services.judge(p)
+    pool = services.training.replay_pool(snapshot)
+    assert pool and not {e.pair_id for e in pool} & held  # never a pair the snapshot already holds
+
+    data, config = _start(services, monkeypatch)
+    used = config["data_mix"]
+    assert used["replay"] == min(len(pool), 4 * snapshot.num_reflection - 8) > 0
+    examples = read_examples(data)
+    kinds = Counter(e.task.value for e in examples)
+    assert kinds["response"] == 8 + used["replay"] and kinds["analysis"] == used["reflection"]
+    assert used["reflection"] == min(snapshot.num_reflection, round((8 + used["replay"]) / 4))
+    assert sum(e.origin == "replay" for e in examples) == used["replay"]
+    assert services.training.data_mix("s1").replay == used["replay"]  # the tab says what the run does
+    assert _start(services, monkeypatch)[0] == data  # seeded: the same rows again
