@@ -309,11 +309,15 @@ class TrainingService:
         from reflectrm.training.recipe import Rendering, preference_example
 
         members = self.store.snapshot_members(snapshot.id)
-        held = {e.pair_id for kind, ids in members.items() if ids
-                for e in self.store.examples(kind, states=None, limit=None) if e.id in set(ids)}
+        held: set[int] = set()
+        for kind, ids in members.items():
+            wanted = set(ids)
+            held |= {e.pair_id for e in self.store.examples(kind, states=None, limit=None) if e.id in wanted}
         ids = [s.id for s in self.store.history(limit=REPLAY_SEARCH)
                if not s.swapped and s.label is not None and s.pair_id not in held]
-        pool, pairs, keys = [], set(), set(exclude)
+        pool: list[Any] = []
+        pairs: set[int] = set()
+        keys = set(exclude)
         for stored in sorted(self.store.load_many(ids), key=lambda j: -j.id):
             j = stored.judgment
             samples = [r for r in j.rollouts if not r.greedy]
