@@ -125,3 +125,25 @@ def test_too_few_preference_examples_are_made_up_with_replay_from_the_judges_own
     assert sum(e.origin == "replay" for e in examples) == used["replay"]
     assert services.training.data_mix("s1").replay == used["replay"]  # the tab says what the run does
     assert _start(services, monkeypatch)[0] == data  # seeded: the same rows again
+
+
+def test_replay_skips_easy_items_and_greedy_judgments(tmp_path: Path) -> None:
+    """A judge that always says Response 1: pairs labelled 1 are easy (every sample right: the paper drops them),
+    pairs labelled 2 are all wrong (kept, as `build-data` keeps them); a greedy judgment has no rollouts to replay."""
+    from reflectrm.backends import ScriptedBackend
+    from reflectrm.backends.base import Completion
+    from tests.app.conftest import make_services
+    from tests.conftest import response_output
+    from tests.db.helpers import make_pairs
+
+    backend = ScriptedBackend(lambda prompt, seed, params: Completion(response_output(1, "one"), (-0.1,), 4, "stop"))
+    services = make_services(f"sqlite:///{tmp_path / 'app.db'}", backend, runs_dir=tmp_path / "runs", device="cpu",
+                             cpu_threads=1)
+    try:
+        empty = services.snapshot("empty")
+        for p in [*make_pairs(3, prefix="easy", label=1), *make_pairs(3, prefix="hard", label=2)]:
+            services.judge(p)
+        services.judge(make_pairs(1, prefix="greedy", label=2)[0], strategy="greedy")
+        assert sorted(e.pair_id for e in services.training.replay_pool(empty)) == ["hard-0", "hard-1", "hard-2"]
+    finally:
+        services.close()
