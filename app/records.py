@@ -189,6 +189,9 @@ class TrainRequest:
         decay_over_time: decay the learning rate linearly to 0 over `max_minutes` (needs a budget).
         precision: "auto" (bf16 on a GPU, fp32 on a CPU), "bf16" (on a CPU: bf16 autocast over fp32
             weights, which pays on CPUs with AMX / AVX512-BF16) or "fp32".
+        mix: "paper" (default): a snapshot with more than one reflection pair per 4 preference examples has its
+            reflection pairs subsampled (seeded by `mix_seed`) to the paper's 4:1; "as_is": every row is trained on.
+        mix_seed: seeds which reflection pairs the paper's mix keeps.
     """
 
     snapshot: str
@@ -204,6 +207,8 @@ class TrainRequest:
     max_minutes: float = 0.0
     decay_over_time: bool = False
     precision: str = "auto"
+    mix: str = "paper"
+    mix_seed: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

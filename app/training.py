@@ -46,8 +46,67 @@ LOG_CHARS = 6000  # the end of a worker's log shown, and kept in the store when 
 _DEMO_DEFAULTS = MappingProxyType({"learning_rate": 5e-5, "batch_size": 4, "num_generations": 4, "save_steps": 20})
 """Form defaults for the bundled demo judge (3.6 M parameters, on a CPU): small steps that finish in seconds.
 Other models get the paper's (`TrainConfig`)."""
+REPLAY_SEARCH = 2000  # the newest stored judgments searched for replay examples (the paper's mix, below 4:1)
 PRECISIONS = MappingProxyType({"auto": None, "bf16": True, "fp32": False})
 """The form's precision choices, as `TrainConfig.bf16`."""
+
+
+PAPER_MIX = (4, 1)  # preference : reflection examples (the paper's mix; it found that even 2:1 hurts)
+MIXES = MappingProxyType({"paper": "the paper's 4:1 (reflection pairs subsampled)", "as_is": "train as is"})
+"""The Train form's mix choices, as `TrainRequest.mix`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataMix:
+    """What a run trains on: a snapshot's examples of each kind, and how many of each the chosen mix keeps.
+
+    Attributes:
+        choice: a key of `MIXES`.
+        preference, reflection: the snapshot's examples of each kind.
+        kept_preference, kept_reflection: how many of the snapshot's examples of each kind the run trains on.
+        replay: preference examples added from the judge's own rollouts of other labelled pairs in the store.
+        seed: seeds which reflection pairs are kept when some are cut, and which replay examples are added.
+    """
+
+    choice: str
+    preference: int
+    reflection: int
+    kept_preference: int
+    kept_reflection: int
+    replay: int = 0
+    seed: int = 0
+
+    @property
+    def cut(self) -> int:
+        """Reflection pairs left out (the paper's mix cuts reflection pairs only)."""
+        return self.reflection - self.kept_reflection
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"choice": self.choice, "mix": list(PAPER_MIX) if self.choice == "paper" else None,
+                "preference": self.kept_preference, "reflection": self.kept_reflection, "replay": self.replay,
+                "snapshot_preference": self.preference, "snapshot_reflection": self.reflection,
+                "reflection_cut": self.cut, "seed": self.seed}
+
+
+def plan_mix(preference: int, reflection: int, *, choice: str = "paper", seed: int = 0,
+             replay_available: int = 0) -> DataMix:
+    """How many examples of each kind a run keeps: under "paper", too few preference examples for 4:1 are first
+    made up with up to `replay_available` replayed ones, then reflection pairs beyond a quarter of all preference
+    examples are cut (never preference examples: too few reflection pairs are kept as they are)."""
+    if choice not in MIXES:
+        raise InputError(f"the mix must be one of {', '.join(MIXES)}, got {choice!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise InputError(f"the mix seed must be a whole number >= 0, got {seed!r}")
+    from reflectrm.training.data import mix_counts
+
+    if choice == "as_is":
+        return DataMix(choice=choice, preference=preference, reflection=reflection, kept_preference=preference,
+                       kept_reflection=reflection, seed=seed)
+    want = reflection * PAPER_MIX[0] // PAPER_MIX[1] - preference
+    replay = max(0, min(replay_available, want))
+    keep_p, keep_r = mix_counts(preference + replay, reflection, PAPER_MIX)
+    return DataMix(choice=choice, preference=preference, reflection=reflection, kept_preference=keep_p - replay,
+                   kept_reflection=keep_r, replay=replay, seed=seed)
 
 
 def default_runs_dir(database_url: str) -> Path:
@@ -134,10 +193,11 @@ class TrainingService:
                                  "is filled in by default)")
             check_model(base_model)
             config = train_config(request, self.settings)
-            data = self._snapshot_data(snapshot)
+            data, mix = self._mixed_data(self._snapshot_data(snapshot), snapshot, choice=request.mix,
+                                         seed=request.mix_seed)
             run_dir = self.runs_dir / f"run-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
             run = self.store.add_training_run(snapshot_id=snapshot.id, base_model=base_model, run_dir=str(run_dir),
-                                              config=config.to_dict())
+                                              config={**config.to_dict(), "data_mix": mix.to_dict()})
             try:
                 self._jobs[run.id] = jobs.start_run(run_dir, data=data, model=base_model, config=config,
                                                     env=self._worker_env())
@@ -145,7 +205,8 @@ class TrainingService:
                 self.store.update_training_run(run.id, status="failed", error=f"{type(exc).__name__}: {exc}",
                                                finished_at=_now())
                 raise
-            log.info("started training run %d in %s on snapshot %r", run.id, run_dir, snapshot.name)
+            log.info("started training run %d in %s on snapshot %r (%d preference + %d replayed, %d reflection "
+                     "examples)", run.id, run_dir, snapshot.name, mix.kept_preference, mix.replay, mix.kept_reflection)
             return self.store.training_run(run.id)
 
     def cancel(self, run_id: int) -> bool:
@@ -230,6 +291,88 @@ class TrainingService:
         else:
             fresh.rename(path)
         return path
+
+    def data_mix(self, name: str, choice: str = "paper", *, seed: int = 0) -> DataMix | None:
+        """What a run on snapshot `name` would train on under `choice`, from the snapshot's counts (None: no such
+        snapshot)."""
+        found = next((s for s in self.store.snapshots() if s.name == name), None)
+        if found is None:
+            return None
+        available = len(self.replay_pool(found)) if choice == "paper" else 0
+        return plan_mix(found.num_preference, found.num_reflection, choice=choice, seed=seed,
+                        replay_available=available)
+
+    def replay_pool(self, snapshot: SnapshotRecord, *, exclude: frozenset[str] = frozenset()) -> list[Any]:
+        """Preference examples replayed from the judge's own rollouts: for each labelled pair the snapshot does not
+        hold, its newest judgment (in the pair's own order) whose sampled rollouts were not all right (the paper
+        drops easy items); none whose prompt key is in `exclude`. Newest first."""
+        from reflectrm.training.recipe import Rendering, preference_example
+
+        members = self.store.snapshot_members(snapshot.id)
+        held: set[int] = set()
+        for kind, ids in members.items():
+            wanted = set(ids)
+            held |= {e.pair_id for e in self.store.examples(kind, states=None, limit=None) if e.id in wanted}
+        ids = [s.id for s in self.store.history(limit=REPLAY_SEARCH)
+               if not s.swapped and s.label is not None and s.pair_id not in held]
+        pool: list[Any] = []
+        pairs: set[int] = set()
+        keys = set(exclude)
+        for stored in sorted(self.store.load_many(ids), key=lambda j: -j.id):
+            j = stored.judgment
+            samples = [r for r in j.rollouts if not r.greedy]
+            if stored.pair_id in pairs or j.pair.label is None or all(r.prediction == j.pair.label for r in samples):
+                continue  # `all` of no samples is True: a greedy judgment has no rollouts to learn from
+            example = preference_example(j.pair, label=j.pair.label, rendering=Rendering.from_config(j.config),
+                                         origin="replay")
+            if example.key not in keys:
+                pairs.add(stored.pair_id)
+                keys.add(example.key)
+                pool.append(example)
+        return pool
+
+    def _mixed_data(self, data: Path, snapshot: SnapshotRecord, *, choice: str, seed: int) -> tuple[Path, DataMix]:
+        """The exported rows `data` as the mix keeps them: the same folder when nothing changes, else a folder
+        beside it holding every preference example, replayed ones where the snapshot has too few, and a seeded
+        sample of the reflection pairs; its manifest says which mix and seed made it."""
+        import random
+
+        from reflectrm.core.prompts import Task
+        from reflectrm.errors import require
+        from reflectrm.training.data import SNAPSHOT_MANIFEST, load_snapshot, read_examples, snapshot_hash
+        from reflectrm.training.recipe import rows_hash
+
+        ds = load_snapshot(data)
+        tasks = list(ds["task"])
+        reflection = [i for i, t in enumerate(tasks) if t == Task.ANALYSIS.value]
+        preference = len(tasks) - len(reflection)
+        short = choice == "paper" and len(reflection) * PAPER_MIX[0] > preference * PAPER_MIX[1]
+        pool = self.replay_pool(snapshot, exclude=frozenset(e.key for e in read_examples(data))) if short else []
+        mix = plan_mix(preference, len(reflection), choice=choice, seed=seed, replay_available=len(pool))
+        if not mix.kept_preference + mix.kept_reflection:
+            raise InputError("the paper's 4:1 mix keeps no rows of this snapshot: it holds no preference examples and "
+                             "the store has no judged labelled pairs to replay (judge labelled pairs, or choose "
+                             "'train as is')")
+        if not mix.cut and not mix.replay:
+            return data, mix
+        datasets = require("datasets", extra="train")
+        rng = random.Random(seed)
+        kept_refl = set(rng.sample(reflection, mix.kept_reflection))
+        replayed = [pool[i] for i in sorted(rng.sample(range(len(pool)), mix.replay))]
+        picked = ds.select([i for i, t in enumerate(tasks) if t != Task.ANALYSIS.value or i in kept_refl])
+        rows = [{**r, "origin": r.get("origin", ""), "pair_id": str(r.get("pair_id", ""))} for r in picked]
+        rows += [{**e.to_row(), "example_id": None} for e in replayed]
+        digest = rows_hash(rows)
+        path = data.with_name(f"{data.name}-mix{PAPER_MIX[0]}to{PAPER_MIX[1]}-{digest[:12]}")
+        if path.is_dir():  # the same rows were mixed before: present means complete (the rename below)
+            return path, mix
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
+        datasets.Dataset.from_list(rows).save_to_disk(str(tmp))
+        manifest = {"name": path.name, "content_hash": digest, "rows": len(rows),
+                    "source": {"folder": data.name, "content_hash": snapshot_hash(data)}, "data_mix": mix.to_dict()}
+        (tmp / SNAPSHOT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        tmp.rename(path)
+        return path, mix
 
     def _worker_env(self) -> dict[str, str]:
         threads = self.settings.generation.torch_threads()

@@ -49,7 +49,8 @@ CSS = """
 .rr-reflections td, .rr-reflections th { border-bottom: 1px solid var(--border-color-primary); padding: 4px; text-align: left; vertical-align: top; }
 .rr-title { margin: 8px 0 4px; }
 .rr-note { font-size: 12px; opacity: 0.85; margin: 4px 0; }
-#curate-table td, #curate-table th { white-space: nowrap; }
+/* Curate's long cells (the query, why a correction is contested) wrap inside a bounded column, never cut off */
+#curate-table td { white-space: normal; overflow-wrap: break-word; max-width: 28em; vertical-align: top; }
 /* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d") */
 .gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th {
   word-break: keep-all; overflow-wrap: normal; hyphens: none; min-width: max-content; }

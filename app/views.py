@@ -11,7 +11,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from types import MappingProxyType
@@ -22,6 +22,9 @@ from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
 from reflectrm.render import stage2_text
 from reflectrm.training.runs import Checkpoint
+
+if TYPE_CHECKING:
+    from reflectrm_app.training import DataMix
 
 _TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
 
@@ -430,10 +433,10 @@ def mix_text(mix: Mix) -> str:
             f"Pref:Refl = {ratio} (paper: 4:1). {mix.advice()}")
 
 
-def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str) -> str:
+def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str, planned: DataMix | None = None) -> str:
     """A snapshot's preference:reflection mix against the paper's 4:1, said before it is trained on: each correction
     yields one preference example and up to 4 reflection pairs, so corrections alone can reach 1:4, and the paper
-    found that even 2:1 hurts."""
+    found that even 2:1 hurts. With `planned`, also what the chosen mix trains on."""
     found = next((s for s in snapshots if s.name == name), None)
     if found is None:
         return ""
@@ -443,6 +446,13 @@ def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str) -> str:
             f"{ratio} (paper: 4:1).")
     if mix.ratio is not None and mix.ratio < 4:
         text = f"**Below the paper's 4:1 mix.** {text} {mix.advice()} Then take a new snapshot in Curate."
+    if planned is not None:
+        cut = (f" ({planned.cut} reflection pair(s) left out, a sample seeded by {planned.seed}: the paper's 4:1)"
+               if planned.cut else "")
+        replay = (f" + {planned.replay} replayed from the judge's own rollouts of other labelled pairs"
+                  if planned.replay else "")
+        text += (f"\n\n**The run will train on {planned.kept_preference} preference example(s){replay} and "
+                 f"{planned.kept_reflection} reflection pair(s)**{cut}.")
     return text
 
 

@@ -38,7 +38,7 @@ def build(wb: Workbench, tab: Any) -> None:
                               title="Pref:Refl share, current vs paper", elem_id="curate-mix-plot")
     table = gr.Dataframe(views.examples_frame([]), label="Examples (select a row to see it whole and add its id "
                                                          "below); 'contested': the person contradicted what is known",
-                         interactive=False, wrap=False, elem_id="curate-table")
+                         interactive=False, wrap=True, elem_id="curate-table")
     detail = gr.JSON(label="Selected example (with both critiques)", elem_id="curate-detail")
     with gr.Row():
         ids = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")

@@ -10,6 +10,7 @@ import gradio as gr
 from reflectrm_app import views
 from reflectrm_app.records import TrainRequest
 from reflectrm_app.evaluation import EvaluationService
+from reflectrm_app.training import MIXES
 from reflectrm_app.tabs.common import (
     TabSpec,
     Workbench,
@@ -52,6 +53,8 @@ def build(wb: Workbench, tab: Any) -> None:
                 snapshot = gr.Dropdown(label="Snapshot (take one in Curate)", choices=[], scale=3,
                                        elem_id="train-snapshot")
                 refresh = gr.Button("Refresh", size="sm", scale=1, elem_id="train-refresh")
+            mix = gr.Radio([(label, key) for key, label in MIXES.items()], value="paper",
+                           label="Mix of preference examples and reflection pairs", elem_id="train-mix")
             snapshot_mix = gr.Markdown(elem_id="train-snapshot-mix")
             base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                     elem_id="train-base-model")
@@ -116,7 +119,8 @@ def build(wb: Workbench, tab: Any) -> None:
 
     shown = [line, loss, reward, checkpoint, completions, log, runs, seen, timer, watched, status]
     use_outputs = [status, active_judge, base_model]
-    form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt, minutes, decay, precision]
+    form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt, minutes, decay, precision,
+            mix]
 
     def show(run_id, last, *, full: bool = False) -> dict:
         got = _train_view(services, run_id, {} if full else (last or {}))
@@ -141,7 +145,7 @@ def build(wb: Workbench, tab: Any) -> None:
         return out
 
     def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt, budget, decayed,
-                   dtype) -> TrainRequest:
+                   dtype, chosen_mix) -> TrainRequest:
         return TrainRequest(
             snapshot=snap or "", base_model=model or "", max_steps=whole(steps, "max steps", minimum=1),
             learning_rate=float(rate or 0), lora=bool(use_lora),
@@ -149,14 +153,20 @@ def build(wb: Workbench, tab: Any) -> None:
             num_generations=whole(size, "group size", minimum=2),
             max_completion_length=whole(tokens, "max completion tokens", minimum=1),
             save_steps=whole(every, "checkpoint every N steps", minimum=1), gradient_checkpointing=bool(ckpt),
-            max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto")
+            max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto",
+            mix=chosen_mix or "paper")
 
     def start_run(*values):
         try:
             run = training.start(request_of(*values))
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
-        return {**show(run.id, {}, full=True), status: f"started run #{run.id} on snapshot {run.snapshot_name!r}"}
+        used = run.config.get("data_mix") or {}
+        replay = f" + {used['replay']} replayed" if used.get("replay") else ""
+        trained_on = (f" ({used['preference']} preference example(s){replay}, {used['reflection']} reflection "
+                      "pair(s))" if used else "")
+        return {**show(run.id, {}, full=True),
+                status: f"started run #{run.id} on snapshot {run.snapshot_name!r}{trained_on}"}
 
     def cancel_run(run_id, last):
         if run_id is None:
@@ -221,8 +231,13 @@ def build(wb: Workbench, tab: Any) -> None:
     timer.tick(lambda run_id, last: show(run_id, last), [watched, seen], shown, **quiet)
     tab.select(open_tab, [watched, seen, snapshot], [*shown, snapshot], **quiet)
     refresh.click(lambda current: _snapshot_choices(services, current), snapshot, snapshot, api_visibility="private")
-    snapshot.change(lambda name: views.snapshot_mix_text(services.snapshots(), name or ""), snapshot, snapshot_mix,
-                    api_visibility="private", show_progress="hidden")
+
+    def mix_text(name, chosen):
+        return views.snapshot_mix_text(services.snapshots(), name or "",
+                                       training.data_mix(name or "", chosen or "paper"))
+
+    for changed in (snapshot, mix):
+        changed.change(mix_text, [snapshot, mix], snapshot_mix, api_visibility="private", show_progress="hidden")
     start.click(start_run, form, shown, api_visibility="private", concurrency_limit=1)
     cancel.click(cancel_run, [watched, seen], shown, api_visibility="private")
     resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)

@@ -58,7 +58,9 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         page.check("#train-decay input")
         page.click("#train-start")
         wait_value(page, "train-status", r"^(started run #1|error)")
-        assert value(page, "train-status") == "started run #1 on snapshot 'seeded'"
+        # the paper's 4:1 by default: all 8 preference examples, a quarter as many reflection pairs
+        assert re.fullmatch(r"started run #1 on snapshot 'seeded' \(8 preference example\(s\), [0-2] reflection "
+                            r"pair\(s\)\)", value(page, "train-status")), value(page, "train-status")
 
         seen = _progress_lines(page, until=rf"^run #1 (completed|failed|interrupted)")
         assert seen[-1].startswith(f"run #1 completed: step {STEPS} / {STEPS}"), (seen, value(page, "train-log"))
@@ -86,6 +88,7 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
             stored = store.training_run(1)
         assert (stored.status, stored.step, stored.output_model) == ("completed", STEPS, final)
         assert (stored.config["max_time_s"], stored.config["lr_scheduler"]) == (1800.0, "linear-time")
+        assert stored.config["data_mix"]["choice"] == "paper"
         browser.close()
 
 

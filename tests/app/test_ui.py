@@ -105,3 +105,13 @@ def test_curate_names_its_empty_choice(services: AppServices) -> None:
     [source] = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "curate-source"]
     # an empty label rendered as a bare tick mark
     assert [list(choice) for choice in source["props"]["choices"]][0] == ["any source", ""]
+
+
+def test_curates_long_cells_wrap_instead_of_being_cut_off(services: AppServices) -> None:
+    from reflectrm_app.ui import CSS
+
+    demo = build_app(services)
+    [table] = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "curate-table"]
+    assert table["props"]["wrap"] is True
+    rules = [line for line in CSS.splitlines() if line.startswith("#curate-table")]
+    assert rules and not any("nowrap" in line for line in rules)  # the contested text was cut at the cell's edge
