@@ -141,6 +141,35 @@ def test_a_request_whose_client_left_is_dropped_before_its_batch():
     assert service.counters["cancelled"] == 1 and len(stored) == 2
 
 
+def test_a_client_that_leaves_mid_batch_is_cancelled_and_its_batchmate_answered():
+    # the traps: stopping the round for one leaver would fail its batchmate; finishing it as usual would
+    # answer (and store) a request nobody waits for
+    gate, hold, holding = threading.Event(), threading.Event(), threading.Event()
+    judge = seeded_judge(gate)
+
+    def responder(text, seed, params):
+        if "HOLD" in text:  # the leaver's generation is under way when its client goes
+            holding.set()
+            hold.wait(WAIT_S)
+        return judge.responder(text, seed, params)
+
+    backend = ScriptedBackend(responder)
+    service, stored = service_over(backend)
+    blocked(service, gate)
+    leaver = service.batcher.submit(service.rewards_job(["HOLD: what is 1+1?"], [["2", "3"]], None))
+    stays = service.batcher.submit(service.rewards_job(*REQUESTS[0], None))
+    gate.set()
+    assert holding.wait(WAIT_S)
+    leaver.cancel()
+    hold.set()
+    assert stays.future.result(WAIT_S)["rewards"] == group_rewards(*REQUESTS[0], seeded_judge(),
+                                                                   judge_config=CONFIG)
+    with pytest.raises(ClientLeft):
+        leaver.future.result(WAIT_S)
+    assert service.counters["batched_requests"] == 3  # the blocker alone, then the leaver with its batchmate
+    assert [n for n, _ in stored] == [2, 12]  # the blocker's and the batchmate's judgments; none of the leaver's
+
+
 @pytest.fixture
 def serve_http():
     servers = []
