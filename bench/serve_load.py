@@ -2,17 +2,19 @@
 
     python bench/serve_load.py [--clients 1,4,16,64] [--groups 16] [--n 8] [--max-new-tokens 1024]
                                [--shape demo|qwen3-0.6b] [--backend transformers|vllm|openai --base-url URL]
-                               [--design batched|serial|both] [--db sqlite:///load.db] [--soak SECONDS]
+                               [--design batched|serial|both] [--serial-clients 16] [--db sqlite:///load.db]
+                               [--soak SECONDS]
 
 The service runs in this process (uvicorn in a thread, on 127.0.0.1) over one backend. For each
 client count, that many clients (threads, one connection each) send requests of one group of
 `--group` completions (8) to /v1/rewards, round robin in both orders (28 pairs, 56 judgments a
-group), until `--groups` groups are answered; a 429 waits its Retry-After and is sent again (and
-counted). Printed per row: groups/s, latency p50 / p95 / p99, 429s, errors, batches and requests per
+group), until `--groups` groups (at least one per client) are answered; a 429 waits its Retry-After
+and is sent again (and counted). Printed per row: groups/s, latency p50 / p95 / p99, 429s, errors, batches and requests per
 batch, and the share of the wall time the backend spent generating. In the same run, the same
 groups are judged offline in one `group_rewards` call by the same backend (one stage-1 and one
 stage-2 batch): the `ratio` column is served groups/s over that offline groups/s. `--design serial`
-serves one request at a time (the design before batching across requests) for the baseline ratio.
+serves one request at a time (the design before batching across requests) for the baseline ratio
+(`--serial-clients` picks its client counts).
 
 `--shape qwen3-0.6b` judges with a random-weight model of Qwen3-0.6B's shape and the demo tokenizer
 (bench/judge_speed.py builds it offline under --cache, once). `--soak SECONDS` then runs
@@ -84,16 +86,20 @@ class Load:
         self.next = 0
         self.lock = threading.Lock()
 
-    def take(self, total: int | None, until: float | None) -> tuple[str, list[str]] | None:
+    def take(self, total: int | None, until: float | None, *, first: bool = False) -> tuple[str, list[str]] | None:
+        """The next group to send; a timed run's client sends its first even if it started late (a busy machine)."""
         with self.lock:
-            if (total is not None and self.next >= total) or (until is not None and time.monotonic() > until):
+            late = until is not None and time.monotonic() > until and not first
+            if (total is not None and self.next >= total) or late:
                 return None
             self.next += 1
             return self.groups[(self.next - 1) % len(self.groups)]
 
     def client(self, total: int | None, until: float | None) -> None:
         with httpx.Client(timeout=3600) as http:
-            while (work := self.take(total, until)) is not None:
+            first = True
+            while (work := self.take(total, until, first=first)) is not None:
+                first = False
                 prompt, group = work
                 started = time.perf_counter()
                 while True:
@@ -155,7 +161,8 @@ def offline(backend, groups, judge_config, reward_config) -> float:  # noqa: ANN
 
 
 def row(design: str, clients: int, backend, judge_config, reward_config, args, record):  # noqa: ANN001
-    groups = workload(args.groups, args.group, seed=1000 * clients + (design == "serial"))
+    count = max(args.groups, clients)  # every client sends at least once: 64 clients are 64 concurrent requests
+    groups = workload(count, args.group, seed=1000 * clients + (design == "serial"))
     config = ServeConfig(max_queue=max(64, clients), max_judgments=4096, batch_window_s=args.window_ms / 1000,
                          round_requests=1 if design == "serial" else None, round_judgments=1 << 20)
     service = RewardService(backend, judge_config=judge_config, reward_config=reward_config, config=config,
@@ -166,10 +173,9 @@ def row(design: str, clients: int, backend, judge_config, reward_config, args, r
         wall = load.run(clients, total=len(groups))
     finally:
         server.should_exit = True
-    offline_s = offline(backend, workload(args.groups, args.group, seed=1000 * clients + 7), judge_config,
-                        reward_config)
+    offline_s = offline(backend, workload(count, args.group, seed=1000 * clients + 7), judge_config, reward_config)
     lat = [s for _, s in load.latencies]
-    served, bound = load.answered / wall, args.groups / offline_s
+    served, bound = load.answered / wall, count / offline_s
     c = service.counters
     return {"design": design, "clients": clients, "groups": load.answered, "groups_per_s": served,
             "p50_s": pct(lat, 0.5), "p95_s": pct(lat, 0.95), "p99_s": pct(lat, 0.99), "429s": load.too_busy,
@@ -229,7 +235,9 @@ def make_backend(args):  # noqa: ANN001, ANN201
 def main(argv: list[str] | None = None) -> dict:
     ap = parser(__doc__)
     ap.add_argument("--clients", default="1,4,16,64", help="comma-separated client counts")
-    ap.add_argument("--groups", type=int, default=16, help="groups answered per row (default 16)")
+    ap.add_argument("--groups", type=int, default=16,
+                    help="groups answered per row, at least one per client (default 16)")
+    ap.add_argument("--serial-clients", help="client counts for the serial design (default: those of --clients)")
     ap.add_argument("--group", type=int, default=8, help="completions per group (default 8)")
     ap.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
     ap.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
@@ -269,8 +277,9 @@ def main(argv: list[str] | None = None) -> dict:
               f"max_new_tokens={args.max_new_tokens}, {args.groups} groups per row", flush=True)
         print(f"{'design':8} {'clients':>7} {'groups/s':>9} {'p50 s':>7} {'p95 s':>7} {'p99 s':>7} {'429s':>5} "
               f"{'errors':>6} {'offline/s':>9} {'ratio':>6} {'req/batch':>9} {'gen share':>9}", flush=True)
+        counts = {"batched": args.clients, "serial": args.serial_clients or args.clients}
         for design in designs:
-            for clients in (int(c) for c in args.clients.split(",")):
+            for clients in (int(c) for c in counts[design].split(",")):
                 r = row(design, clients, backend, judge_config, reward_config, args, record)
                 rows.append(r)
                 print(f"{design:8} {clients:7d} {r['groups_per_s']:9.3f} {shown(r['p50_s']):7.2f} "
