@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from reflectrm_app.records import (
@@ -42,7 +41,7 @@ from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
-from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, judge_domain, pair_source
+from reflectrm.demo import DEMO_MODEL_DIR, Domain, demo_domain, judge_domain
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
 from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
@@ -253,18 +252,18 @@ class AppServices:
     def import_file(self, path: Path, *, source: str | None = None) -> ImportReport:
         return self.store.import_pairs(Path(path), source=source or None)
 
-    def demo_domain(self) -> ModuleType:
+    def demo_domain(self) -> Domain:
         """The demo task domain the app offers: the active judge's when it is a demo judge, else the shipped one's."""
         return judge_domain(self.active_judge()) or demo_domain()
 
     def demo_source(self) -> str:
         """The data set `add_demo_pairs` adds to ("demo-arith", "demo-steps": `demo_domain`'s)."""
-        return pair_source(self.demo_domain())
+        return self.demo_domain().source
 
     def add_demo_pairs(self, count: int, *, seed: int = 0) -> ImportReport:
         """Labelled pairs of the demo domain (`demo_domain`; data set `demo_source()`): checkable problems."""
         domain = self.demo_domain()
-        return self.store.add_pairs(domain.make_pairs(count, seed=seed, source=pair_source(domain)))
+        return self.store.add_pairs(domain.make_pairs(count, seed=seed, source=domain.source))
 
     def judge_examples(self) -> tuple[tuple[str, str, str], ...]:
         """(query, response 1, response 2) examples for the Judge tab: the active judge's domain's when it is a
@@ -274,7 +273,7 @@ class AppServices:
         except ReflectRMError as exc:
             log.warning("no judge examples: %s", exc)
             return ()
-        return tuple(domain.EXAMPLES) if domain is not None else ()
+        return domain.examples if domain is not None else ()
 
     # --- judge -------------------------------------------------------------------------------------------
 

@@ -81,9 +81,9 @@ def main() -> None:
     parser.add_argument("--cpu-threads", type=int, help="REFLECTRM_CPU_THREADS (default: torch's own choice)")
     args = parser.parse_args()
 
-    from reflectrm.demo.tasks import make_pairs
+    from reflectrm.demo import demo_domain
 
-    pairs = make_pairs(args.runs + 1, seed=2026)
+    pairs = demo_domain().make_pairs(args.runs + 1, seed=2026)
     folder = Path(tempfile.mkdtemp(prefix="reflectrm-app-bench-"))
     port = _free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",

@@ -35,7 +35,7 @@ from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
 from reflectrm.core.prompts import Task, format_critique, reflection_prompt  # noqa: E402
 from reflectrm.core.types import Judgment  # noqa: E402
-from reflectrm.demo import domain_of, output_tokens  # noqa: E402
+from reflectrm.demo import domain_of  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs, running_sum_card  # noqa: E402
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--out {args.out}: not a writable file path: pick another")
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
     backend = load_backend(str(args.model), backend=args.backend)
-    tokens = args.max_new_tokens or output_tokens(domain_of(args.model))
+    tokens = args.max_new_tokens or domain_of(args.model).output_tokens
     config = JudgeConfig(max_new_tokens=tokens, reflection_max_new_tokens=tokens)
     t0 = time.perf_counter()
     greedy = list(judge_many(pairs, backend, config.with_(strategy="greedy"), batch_size=16))

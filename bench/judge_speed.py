@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
-from reflectrm.demo.tasks import make_pairs  # noqa: E402
+from reflectrm.demo import demo_domain  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
 from harness import finish, load, ratio, parser
 
@@ -105,7 +105,7 @@ def main() -> None:
     args = ap.parse_args()
     real = load_backend(args.model, device=args.device)
     naive = NaiveBackend(real)
-    pairs = make_pairs(args.pairs, seed=2024, source="bench")
+    pairs = demo_domain().make_pairs(args.pairs, seed=2024, source="bench")
     config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)
     run(real, pairs[:2], config, 2)  # warm-up (first call at a shape is slower)
     naive_s, naive_j = run(naive, pairs, config, args.batch_size)
@@ -287,7 +287,7 @@ def engines_main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    pairs = make_pairs(args.pairs, seed=2024, source="bench")
+    pairs = demo_domain().make_pairs(args.pairs, seed=2024, source="bench")
     wanted = args.backends.split(",")
     rows = []
     for shape in args.shapes.split(","):

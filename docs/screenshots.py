@@ -21,7 +21,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect, sync_playwright
 
-from reflectrm.demo import demo_domain, output_tokens
+from reflectrm.demo import demo_domain
 
 REPO = Path(__file__).resolve().parents[1]
 TABS = ("judge", "audit", "review", "curate", "history")
@@ -37,7 +37,7 @@ def _start(folder: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
            "REFLECTRM_DATABASE_URL": f"sqlite:///{folder / 'shots.db'}",
-           "REFLECTRM_MAX_NEW_TOKENS": str(output_tokens(demo_domain())),
+           "REFLECTRM_MAX_NEW_TOKENS": str(demo_domain().output_tokens),
            "REFLECTRM_AUTH": ""}
     proc = subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "app", "--port", str(port)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=open(folder / "app.log", "wb"))

@@ -37,12 +37,13 @@ def demo_backend():
     return load_backend(device="cpu")
 
 
-def load_bench(name: str):
-    """A script under bench/ loaded as a module (bench/ is not a package), e.g. load_bench("demo_probe")."""
-    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))  # as `python bench/NAME.py` has it: the scripts import `harness`
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+def load_bench(name: str, *, folder: str = "bench"):
+    """A script under bench/ (or research/) loaded as a module (neither is a package), e.g. load_bench("eval_speed")."""
+    root = Path(__file__).resolve().parents[1]
+    path = root / folder / f"{name}.py"
+    if str(root / "bench") not in sys.path:
+        sys.path.insert(0, str(root / "bench"))  # as `python bench/NAME.py` has it: the scripts import `harness`
+    spec = importlib.util.spec_from_file_location(f"{folder}_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import load_bench
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "harness.py")
+RESEARCH = BENCH.parent / "research"
+SCRIPTS = sorted(p for p in [*BENCH.glob("*.py"), *RESEARCH.glob("*.py")] if p.name != "harness.py")
 
 
 @pytest.fixture
@@ -77,13 +78,16 @@ def test_every_bench_uses_the_harness_not_its_own_parser_load_or_final_line(scri
                    and ast.unparse(n.func) == "subprocess.run")
 
 
-@pytest.mark.parametrize("name, function", [("demo_reflection", "difference"), ("retrain", "interval")])
-def test_the_accuracy_benches_take_their_statistics_from_reflectrm_eval(name, function):
+@pytest.mark.parametrize("folder, name", [
+    pytest.param("bench", "demo_reflection", id="demo_reflection"),
+    pytest.param("research", "retrain", id="retrain", marks=pytest.mark.research),
+])
+def test_the_accuracy_benches_take_their_statistics_from_reflectrm_eval(folder, name):
     from reflectrm.eval import compare
 
-    source = (BENCH / f"{name}.py").read_text(encoding="utf-8")
+    source = (BENCH.parent / folder / f"{name}.py").read_text(encoding="utf-8")
     assert "mcnemar_exact" not in source and "paired_bootstrap" not in source  # no copy of the recipe
-    bench = load_bench(name)
+    bench = load_bench(name, folder=folder)
     assert bench.paired_difference is compare.paired_difference
 
 
@@ -97,8 +101,9 @@ def test_the_reflection_bench_difference_is_reflectrm_minus_the_other():
     assert d["diff"] == pytest.approx(2 / 6) and d["lo"] <= d["diff"] <= d["hi"]
 
 
+@pytest.mark.research
 def test_the_retrain_bench_interval_counts_fixed_and_broken():
-    bench = load_bench("retrain")
+    bench = load_bench("retrain", folder="research")
     before = [False, False, True, True]
     after = [True, True, False, True]
     d = bench.interval(before, after)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -9,9 +10,11 @@ import pytest
 
 import reflectrm.demo
 from reflectrm.core.types import PreferencePair
-from reflectrm.demo import DEMO_MODEL_DIR, DOMAINS, demo_domain, domain_name, domain_of, judge_domain, pair_source
-from reflectrm.demo import steps, tasks
+from reflectrm.demo import DEMO_MODEL_DIR, DOMAINS, Domain, demo_domain, domain_of, judge_domain
+from reflectrm.demo.domains import ARITHMETIC, RUNNING_SUMS
 from reflectrm.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def card_dir(tmp_path: Path, card: object | None, *, raw: str | None = None) -> Path:
@@ -23,23 +26,33 @@ def card_dir(tmp_path: Path, card: object | None, *, raw: str | None = None) -> 
     return folder
 
 
-@pytest.mark.parametrize("card, module", [
-    pytest.param(None, tasks, id="no-card"),
-    pytest.param({"what": "the first demo judge", "eval": {}}, tasks, id="card-without-domain"),
-    pytest.param({"domain": "reflectrm.demo.tasks"}, tasks, id="tasks"),
-    pytest.param({"domain": "reflectrm.demo.steps"}, steps, id="steps"),
+@pytest.mark.parametrize("card, domain", [
+    pytest.param(None, ARITHMETIC, id="no-card"),
+    pytest.param({"what": "the first demo judge", "eval": {}}, ARITHMETIC, id="card-without-domain"),
+    pytest.param({"domain": "arithmetic"}, ARITHMETIC, id="arithmetic"),
+    pytest.param({"domain": "running-sums"}, RUNNING_SUMS, id="running-sums"),
+    # cards written before the registry name the module; replayed build stages still write these
+    pytest.param({"domain": "reflectrm.demo.tasks"}, ARITHMETIC, id="legacy-tasks"),
+    pytest.param({"domain": "reflectrm.demo.steps"}, RUNNING_SUMS, id="legacy-steps"),
 ])
-def test_the_card_names_the_domain(tmp_path, card, module):
-    assert domain_of(card_dir(tmp_path, card)) is module
+def test_the_card_names_the_domain(tmp_path, card, domain):
+    assert domain_of(card_dir(tmp_path, card)) is domain
 
 
-@pytest.mark.parametrize("value", ["os", "reflectrm.demo.build", "steps", "", None, 7])
-def test_an_unknown_domain_is_a_config_error_naming_it_and_imports_nothing(tmp_path, value):
+@pytest.mark.parametrize("value", [
+    pytest.param("os", id="a-module-name"),  # a card never makes us import what it names
+    pytest.param("reflectrm.demo.build", id="a-demo-module-not-a-domain"),
+    pytest.param("steps", id="a-short-module-name"),
+    pytest.param("Arithmetic", id="keys-are-exact"),
+    pytest.param("", id="empty"), pytest.param(None, id="null"), pytest.param(7, id="a-number"),
+    pytest.param(["arithmetic"], id="a-list"),  # unhashable: no TypeError from a dict lookup
+])
+def test_an_unknown_domain_is_a_config_error_naming_it_and_the_keys(tmp_path, value):
     folder = card_dir(tmp_path, {"domain": value})
     with pytest.raises(ConfigError, match="unknown demo domain") as caught:
         domain_of(folder)
     message = str(caught.value)
-    assert repr(value) in message and "\n" not in message and "reflectrm.demo.steps" in message  # the value and the fix
+    assert repr(value) in message and "\n" not in message and "running-sums" in message  # the value and the fix
 
 
 @pytest.mark.parametrize("raw", ["{not json", "[1, 2]", "\xff"])
@@ -55,46 +68,77 @@ def test_judge_domain_is_none_for_a_model_that_is_not_a_demo_judge(tmp_path):
 
 
 def test_judge_domain_reads_a_demo_judges_card(tmp_path):
-    assert judge_domain(card_dir(tmp_path, {"domain": "reflectrm.demo.steps"})) is steps
+    assert judge_domain(card_dir(tmp_path, {"domain": "running-sums"})) is RUNNING_SUMS
 
 
-def test_the_shipped_judge_names_a_known_domain():
-    assert demo_domain().__name__ in DOMAINS
+def test_the_shipped_judge_names_a_registered_domain():
+    assert demo_domain() in DOMAINS.values()
     assert demo_domain() is domain_of(DEMO_MODEL_DIR)
-    assert domain_name(DEMO_MODEL_DIR) == demo_domain().__name__
 
 
 def test_demo_domain_follows_the_model_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(reflectrm.demo, "DEMO_MODEL_DIR", card_dir(tmp_path, {"domain": "reflectrm.demo.steps"}))
-    assert demo_domain() is steps
+    monkeypatch.setattr(reflectrm.demo, "DEMO_MODEL_DIR", card_dir(tmp_path, {"domain": "running-sums"}))
+    assert demo_domain() is RUNNING_SUMS
 
 
-def test_each_domain_has_its_own_pair_source():
-    assert pair_source(tasks) == "demo-arith" and pair_source(steps) == "demo-steps"
-    assert set(DOMAINS) == {"reflectrm.demo.tasks", "reflectrm.demo.steps"}
+def test_the_registry_holds_each_domain_once_under_its_own_key():
+    assert dict(DOMAINS) == {"arithmetic": ARITHMETIC, "running-sums": RUNNING_SUMS}
+    assert all(isinstance(d, Domain) and key == d.key for key, d in DOMAINS.items())
+    assert len({d.source for d in DOMAINS.values()}) == len(DOMAINS)  # stored data sets never mix domains
+    assert (ARITHMETIC.source, RUNNING_SUMS.source) == ("demo-arith", "demo-steps")  # the names stored rows carry
+    with pytest.raises(TypeError):
+        DOMAINS["other"] = ARITHMETIC  # type: ignore[index]  # registered once, read-only after
 
 
-@pytest.mark.parametrize("domain", [tasks, steps], ids=["tasks", "steps"])
-def test_every_domain_offers_the_same_api(domain):
-    for name in ("KINDS", "make_pairs", "fresh_pairs", "other_problems", "problem_of", "response_example", "EXAMPLES"):
-        assert hasattr(domain, name), name
-    pairs = domain.make_pairs(6, seed=3, source=pair_source(domain))
-    assert {p.source for p in pairs} == {pair_source(domain)} and {p.subset for p in pairs} <= set(domain.KINDS)
+@pytest.mark.parametrize("domain", DOMAINS.values(), ids=DOMAINS.keys())
+def test_every_domain_makes_pairs_of_its_kinds_under_its_data_set(domain):
+    pairs = domain.make_pairs(6, seed=3, source=domain.source)
+    assert {p.source for p in pairs} == {domain.source} and {p.subset for p in pairs} <= set(domain.kinds)
+    fresh = domain.fresh_pairs(pairs, seed=4)
+    assert {domain.problem_of(p) for p in fresh} <= {domain.problem_of(p) for p in pairs}  # the same problems
+    assert not {p.query for p in fresh} & {p.query for p in pairs}  # reworded
+    assert domain.other_problems(pairs, pairs[:2]) == [p for p in pairs if domain.problem_of(p) not in
+                                                       {domain.problem_of(q) for q in pairs[:2]}]
 
 
-@pytest.mark.parametrize("domain", [tasks, steps], ids=["tasks", "steps"])
+@pytest.mark.parametrize("domain", DOMAINS.values(), ids=DOMAINS.keys())
 def test_every_example_asks_a_problem_of_its_domain_with_one_right_answer(domain):
-    assert 2 <= len(domain.EXAMPLES) <= 5
-    for query, r1, r2 in domain.EXAMPLES:
-        pair = PreferencePair.from_query(query, r1, r2)
-        problem = domain.problem_of(pair)
-        answer = problem.answer
-        stated = [tasks.stated_value(r, problem) if domain is tasks else steps.stated_value(r) for r in (r1, r2)]
-        assert stated.count(answer) == 1, (query, stated, answer)
+    assert 2 <= len(domain.examples) <= 5
+    for query, r1, r2 in domain.examples:
+        problem = domain.problem_of(PreferencePair.from_query(query, r1, r2))
+        stated = [domain.stated_value(r, problem) for r in (r1, r2)]
+        assert stated.count(problem.answer) == 1, (query, stated, problem.answer)
 
 
-def test_each_domain_has_an_output_budget():
-    from reflectrm.demo import output_tokens
+def test_each_domain_has_an_output_budget_and_a_reward_training_knows():
+    from reflectrm.training.rewards import REWARDS
 
-    assert output_tokens(tasks) == 96 and output_tokens(steps) == 256  # a six-step walk with its subtractions: 207
+    assert ARITHMETIC.output_tokens == 96 and RUNNING_SUMS.output_tokens == 256  # a six-step walk: 207
+    assert all(d.reward in REWARDS for d in DOMAINS.values())
 
+
+@pytest.mark.parametrize("domain", DOMAINS.values(), ids=DOMAINS.keys())
+def test_every_domains_held_out_pairs_skip_what_its_build_trained_on(domain):
+    card = {"domain": domain.key, "build_args": {"pairs": 200, "seed": 1234}}
+    pairs = domain.heldout_pairs(card, 20, seed=7, source="test-heldout")
+    assert len(pairs) == 20 and {p.source for p in pairs} == {"test-heldout"}
+    if domain is RUNNING_SUMS:
+        from reflectrm.demo.steps_build import trained_problems
+
+        assert not {domain.problem_of(p) for p in pairs} & trained_problems(card)
+
+
+def test_no_code_asks_which_module_a_domain_came_from():
+    """Product code and benches ask the registry; a domain's module name appears only where the registry maps
+    older cards (and in docstrings)."""
+    offenders = []
+    for path in [*ROOT.glob("reflectrm/**/*.py"), *ROOT.glob("app/**/*.py"), *ROOT.glob("bench/*.py")]:
+        if path.name == "domains.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in ("reflectrm.demo.tasks", "reflectrm.demo.steps"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr == "__name__"
+                                                     for n in ast.walk(node)):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} (compares a __name__)")
+    assert offenders == []

@@ -11,13 +11,14 @@ import pytest
 from reflectrm.backends.base import GenerationRequest, SamplingParams
 from reflectrm.core import JudgeConfig, PreferencePair
 from reflectrm.core.prompts import response_prompt
-from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, output_tokens
+from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, read_card
+from reflectrm.demo.domains import RUNNING_SUMS
 from reflectrm.errors import BackendError, ContextLengthError
 from reflectrm.pipeline import judge, judge_many
 
 DOMAIN = demo_domain()
 make_pairs = DOMAIN.make_pairs
-TOKENS = output_tokens(DOMAIN)
+TOKENS = DOMAIN.output_tokens
 CONFIG = JudgeConfig(max_new_tokens=TOKENS, reflection_max_new_tokens=TOKENS)
 
 
@@ -66,7 +67,7 @@ def test_demo_judge_works_the_problems_and_judges_well_above_chance(demo_backend
     """Greedy, on held-out pairs: its analyses work the problem in its domain's format, mostly rightly
     but not always, and its verdicts are well above chance (the band the demo judge is built for; see
     demo_card.json)."""
-    if DOMAIN.__name__ == "reflectrm.demo.steps":
+    if DOMAIN is RUNNING_SUMS:
         _judges_running_sums(demo_backend)
     else:
         _judges_arithmetic(demo_backend)
@@ -106,17 +107,11 @@ def _judges_running_sums(demo_backend):
     """Its analyses write the steps as equations and check both responses (`steps.parse_analysis` reads
     them back); most equations are right; greedy verdicts are well above chance (built for 60-85 %), on
     pairs whose chains its build never trained on."""
-    figures = running_sum_figures(_greedy(demo_backend, _unseen_steps_pairs(48)))
+    pairs = DOMAIN.heldout_pairs(read_card(DEMO_MODEL_DIR), 48, seed=77, source="test-heldout")
+    figures = running_sum_figures(_greedy(demo_backend, pairs))
     assert figures["parsed"] >= 0.9, figures
     assert figures["equations_right"] >= 0.85, figures  # a judge that slipped once in every analysis: about 0.8
     assert figures["accuracy"] >= 0.6, figures
-
-
-def _unseen_steps_pairs(n: int) -> list[PreferencePair]:
-    from reflectrm.demo import read_card
-    from reflectrm.demo.steps_build import heldout_pairs
-
-    return heldout_pairs(read_card(DEMO_MODEL_DIR), n, seed=77, source="test-heldout")
 
 
 def running_sum_figures(greedy) -> dict[str, float]:  # noqa: ANN001 - judgments

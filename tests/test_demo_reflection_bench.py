@@ -79,3 +79,36 @@ def test_the_anchor_rollout_is_the_sample_never_a_greedy_decode_at_the_same_inde
     assert _judgment([greedy, sample], anchor=0).anchor_rollout is sample
     assert _judgment([greedy], anchor=0).anchor_rollout is None
     assert Judgment(pair=PAIR, strategy="majority", rollouts=(sample,), verdict=1).anchor_rollout is None
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "{tmp}"], "not a running-sum demo judge"),
+    (["--model", "{arithmetic}"], "not a running-sum demo judge"),
+    (["--model", "{tmp}", "--pairs", "0"], "'0' is not a whole number of at least 1"),
+    (["--model", "{tmp}", "--max-new-tokens", "-3"], "'-3' is not a whole number of at least 1"),
+])
+def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path, capsys, argv, message):
+    bench = load_bench("demo_reflection")
+    arithmetic = tmp_path / "arithmetic"  # a demo judge of another domain (the shipped one may be either)
+    arithmetic.mkdir()
+    (arithmetic / "demo_card.json").write_text('{"domain": "arithmetic"}')
+    with pytest.raises(SystemExit) as exc:
+        bench.main([a.format(tmp=tmp_path, arithmetic=arithmetic) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_before_judging(tmp_path, capsys):
+    import json
+
+    from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
+
+    bench = load_bench("demo_reflection")
+    (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "reflectrm.demo.steps"}))
+    (tmp_path / "a-file").write_text("keep")
+    for extra, message in ((["--pairs", str(MAX_HELDOUT_PAIRS + 1)], "ask for fewer"),
+                           (["--out", str(tmp_path / "a-file" / "x.json")], "cannot create its folder")):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["--model", str(tmp_path), *extra])
+        assert exc.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert (tmp_path / "a-file").read_text() == "keep"

@@ -127,8 +127,11 @@ def test_judge_flag_names_kept(argv, want):
     pytest.param(["--max-minutes", "2"], {"max_time_s": 120.0}, id="max-minutes"),
     pytest.param(["--no-gradient-checkpointing"], {"gradient_checkpointing": False}, id="no-gc"),
     pytest.param(["--format-reward", "0.5"], {"reward_weights": {"accuracy": 1.0, "format": 0.5}}, id="format"),
-    pytest.param(["--arithmetic-reward", "1", "--reward-weights", "accuracy=2"],
-                 {"reward_weights": {"accuracy": 2.0, "arithmetic": 1.0}}, id="arithmetic-over-weights"),
+    pytest.param(["--format-reward", "1", "--reward-weights", "accuracy=2"],
+                 {"reward_weights": {"accuracy": 2.0, "format": 1.0}}, id="format-over-weights"),
+    # a demo domain's process reward is a reward name like any other (no demo-only flag)
+    pytest.param(["--reward-weights", "accuracy=1,arithmetic=0.5"],
+                 {"reward_weights": {"accuracy": 1.0, "arithmetic": 0.5}}, id="domain-reward-by-name"),
     pytest.param(["--no-bf16"], {"bf16": False}, id="no-bf16"),
     # the original GRPO beside TRL's defaults, by name
     pytest.param(["--objective", "original-grpo"], {"beta": 0.04, "loss_type": "grpo"}, id="original-grpo"),

@@ -374,28 +374,17 @@ DEMO_HELDOUT_PAIRS = 500
 
 
 def load_demo(path: Path | None) -> Benchmark:
-    """The shipped demo judge's synthetic held-out pairs, on its own domain (its card's: arithmetic or running
-    sums), from the stream `reflectrm.demo.build` evaluates on. A running-sum judge's held-out pairs leave out
-    every problem its build trained on (in any wording); arithmetic pairs are that stream's first pairs, as ever."""
-    from reflectrm.demo import DEMO_MODEL_DIR, demo_domain
+    """The shipped demo judge's synthetic held-out pairs, on its own domain (its card's), from the stream
+    `reflectrm.demo.build` evaluates on: pairs whose problems the judge's build never trained on (the domain
+    knows how: a running-sum judge's card names its training stages; arithmetic trains on another stream)."""
+    from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, read_card
     from reflectrm.demo.build import EVAL_SEED
 
     if path is not None:
         raise InputError("the demo benchmark is generated, not read: drop --data (or use --benchmark file)")
     domain = demo_domain()
-    if domain.__name__ == "reflectrm.demo.steps":
-        pairs = _unseen_steps_pairs(domain, DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, model_dir=DEMO_MODEL_DIR)
-    else:
-        pairs = domain.make_pairs(DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
-    return Benchmark(name="demo", pairs=tuple(pairs), source=f"{domain.__name__} seed {EVAL_SEED}")
-
-
-def _unseen_steps_pairs(domain: Any, n: int, *, seed: int, model_dir: Path) -> list[PreferencePair]:
-    """The first `n` pairs of the seed's stream whose chain none of the build's training pairs asks."""
-    from reflectrm.demo import read_card
-    from reflectrm.demo.steps_build import heldout_pairs
-
-    return heldout_pairs(read_card(model_dir), n, seed=seed, source="demo-heldout")
+    pairs = domain.heldout_pairs(read_card(DEMO_MODEL_DIR), DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
+    return Benchmark(name="demo", pairs=tuple(pairs), source=f"demo {domain.key} seed {EVAL_SEED}")
 
 
 BENCHMARKS: dict[str, _Spec] = {

@@ -100,8 +100,6 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                              "Shao et al. 2024) or 'trl' (TRL's defaults: no KL, token-level loss)")
     config.add_argument("--format-reward", type=float, default=0.0,
                         help="add the format reward to --reward-weights with this weight (default 0: none)")
-    config.add_argument("--arithmetic-reward", type=float, default=0.0,
-                        help="add the demo domain's arithmetic reward with this weight (demo data only; default 0)")
     p.set_defaults(func=cmd_train)
 
 
@@ -214,9 +212,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     changes: dict[str, Any] = {}
     if args.max_minutes is not None:
         changes["max_time_s"] = args.max_minutes * 60
-    shorthand = {name: w for name, w in (("format", args.format_reward), ("arithmetic", args.arithmetic_reward)) if w}
-    if shorthand:
-        changes["reward_weights"] = {**dict(args.reward_weights), **shorthand}
+    if args.format_reward:
+        changes["reward_weights"] = {**dict(args.reward_weights), "format": args.format_reward}
     if args.objective is not None:
         changes.update(OBJECTIVES[args.objective])
     return flags.config_from_args(TrainConfig, args, extra=TRAIN_FLAGS, **changes)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from reflectrm.demo import demo_domain, output_tokens
+from reflectrm.demo import demo_domain
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu"]
@@ -29,7 +29,7 @@ def free_port() -> int:
 def app_env(db_url: str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
            "REFLECTRM_DATABASE_URL": db_url, "REFLECTRM_DEVICE": "cpu",
-           "REFLECTRM_MAX_NEW_TOKENS": str(output_tokens(demo_domain())),  # the shipped judge's analyses fit
+           "REFLECTRM_MAX_NEW_TOKENS": str(demo_domain().output_tokens),  # the shipped judge's analyses fit
            # one torch thread: on a small shared machine (the browser and pytest run beside the server) two
            # threads can spin-wait each other into minutes per judgment
            "REFLECTRM_CPU_THREADS": "1",

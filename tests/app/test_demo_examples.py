@@ -14,7 +14,8 @@ from reflectrm_app.settings import AppSettings
 from reflectrm_app.tabs.judge import example_values
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
-from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, pair_source, steps
+from reflectrm.demo import DEMO_MODEL_DIR, demo_domain
+from reflectrm.demo.domains import RUNNING_SUMS
 from reflectrm.errors import ConfigError
 from tests.db.helpers import scripted_output
 
@@ -49,8 +50,8 @@ def made(tmp_path):
 
 def test_the_shipped_demo_judge_offers_its_domains_examples_and_pairs(made):
     s = made(str(DEMO_MODEL_DIR))
-    assert s.judge_examples() == tuple(demo_domain().EXAMPLES) != ()
-    assert s.demo_source() == pair_source(demo_domain())
+    assert s.judge_examples() == demo_domain().examples != ()
+    assert s.demo_source() == demo_domain().source
     report = s.add_demo_pairs(5)
     stored = [p for _, p in s.pairs(s.demo_source())]
     assert report.added == 5 and len(stored) == 5
@@ -59,19 +60,19 @@ def test_the_shipped_demo_judge_offers_its_domains_examples_and_pairs(made):
 
 
 def test_a_running_sum_demo_judge_offers_running_sums(made, tmp_path):
-    s = made(folder(tmp_path, {"domain": "reflectrm.demo.steps"}))
-    assert s.judge_examples() == steps.EXAMPLES
+    s = made(folder(tmp_path, {"domain": "running-sums"}))
+    assert s.judge_examples() == RUNNING_SUMS.examples
     assert s.demo_source() == "demo-steps"
     s.add_demo_pairs(4)
     assert [p.subset for _, p in s.pairs("demo-steps")] and all(
-        p.subset in steps.KINDS for _, p in s.pairs("demo-steps"))
+        p.subset in RUNNING_SUMS.kinds for _, p in s.pairs("demo-steps"))
 
 
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "own-folder"])
 def test_a_users_own_model_gets_no_examples_and_the_shipped_domains_pairs(made, tmp_path, model):
     s = made(folder(tmp_path, None) if model == "own-folder" else model)
     assert s.judge_examples() == ()
-    assert s.demo_source() == pair_source(demo_domain())
+    assert s.demo_source() == demo_domain().source
 
 
 def test_a_card_naming_an_unknown_domain_gets_no_examples_and_says_why(made, tmp_path, caplog):
@@ -84,7 +85,7 @@ def test_a_card_naming_an_unknown_domain_gets_no_examples_and_says_why(made, tmp
 
 
 def test_an_example_fills_the_form_and_clears_what_would_override_it():
-    rows = steps.EXAMPLES
+    rows = RUNNING_SUMS.examples
     q, a, b = rows[1]
     assert example_values(rows, 1) == [q, "", a, b, "unknown", None, "example 2 filled in: press Judge to judge it"]
     assert example_values(rows, len(rows)) is None and example_values(rows, None) is None
@@ -99,5 +100,5 @@ def _example_tables(services: AppServices) -> list:
 
 def test_the_judge_tab_shows_the_examples_only_for_a_demo_judge(made, tmp_path):
     [table] = _example_tables(made(str(DEMO_MODEL_DIR)))
-    assert [tuple(row) for row in table.samples] == list(demo_domain().EXAMPLES)
+    assert [tuple(row) for row in table.samples] == list(demo_domain().examples)
     assert _example_tables(made("Qwen/Qwen3-8B")) == []

@@ -24,7 +24,7 @@ from reflectrm.backends import ScriptedBackend  # noqa: E402
 from reflectrm.backends.base import Completion, SamplingParams  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
 from reflectrm.core.types import PreferencePair  # noqa: E402
-from reflectrm.demo import demo_domain, pair_source  # noqa: E402
+from reflectrm.demo import demo_domain  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
 from tests.app.browser import CHROMIUM, ProxyTrap, launch_chromium, running_app  # noqa: E402
 from tests.conftest import critique_output, response_output  # noqa: E402
@@ -164,7 +164,7 @@ def open_tab(page: Page, name: str) -> None:
 
 
 def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -> None:
-    query, r1, r2 = demo_domain().EXAMPLES[0]  # a pair of the shipped judge's own domain, typed in
+    query, r1, r2 = demo_domain().examples[0]  # a pair of the shipped judge's own domain, typed in
     page.fill("#judge-query textarea", query)
     page.fill("#judge-r1 textarea", r1)
     page.fill("#judge-r2 textarea", r2)
@@ -196,10 +196,10 @@ def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -
 
 def test_clicking_an_example_fills_the_form_and_judges_nothing(page: Page) -> None:
     page.fill("#judge-messages textarea", '[{"role": "user", "content": "would override the query"}]')
-    query, r1, r2 = demo_domain().EXAMPLES[-1]  # the shipped judge's own domain
+    query, r1, r2 = demo_domain().examples[-1]  # the shipped judge's own domain
     page.locator("#judge-examples").get_by_text(query).first.click()
     status = wait_value(page, "judge-status", r"^example \d+ filled in")
-    assert status.startswith(f"example {len(demo_domain().EXAMPLES)} ")
+    assert status.startswith(f"example {len(demo_domain().examples)} ")
     assert [value(page, e) for e in ("judge-query", "judge-messages", "judge-r1", "judge-r2")] == [query, "", r1, r2]
     assert value(page, "judge-verdict") == "" and value(page, "judge-id") == ""  # the user presses Judge
 
@@ -428,7 +428,7 @@ def test_stop_cancels_a_running_batch_audit(page: Page, db_url: str) -> None:
     before = _judgments(db_url)
     open_tab(page, "Audit")
     page.click("#audit-source input")
-    page.get_by_role("option", name=pair_source(demo_domain())).click()
+    page.get_by_role("option", name=demo_domain().source).click()
     page.fill("#audit-sample input", "0")  # all 30 pairs: 60 judgments, one pair per batch in these tests
     page.click("#audit-run")
     started = page.locator("#audit-status").get_by_text(re.compile(r"audit: \d+ of 30 pairs"))

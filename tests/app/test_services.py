@@ -191,7 +191,7 @@ def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServ
     assert len(report.flipped) == 5
     assert seen[0] == 0.0  # progress shows from the first moment, not after the first batch
     assert seen == sorted(seen) and seen[-1] == 1.0 and {0.4, 0.8} <= set(seen)  # batches of 2 pairs
-    assert {s.subset for s in report.subsets} <= {*biased_services.demo_domain().KINDS, "all"}
+    assert {s.subset for s in report.subsets} <= {*biased_services.demo_domain().kinds, "all"}
     flipped = report.flipped[0]
     assert biased_services.open(flipped.judgment_id).twin_id == flipped.twin_id
 

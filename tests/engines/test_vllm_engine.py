@@ -8,13 +8,13 @@ from reflectrm.backends.base import GenerationRequest, SamplingParams
 from reflectrm.core import JudgeConfig
 from reflectrm.core.prompts import response_prompt
 from reflectrm.core.types import ChatMessage
-from reflectrm.demo.tasks import make_pairs
+from reflectrm.demo import demo_domain
 from reflectrm.errors import ContextLengthError, GenerationCancelled
 from reflectrm.pipeline import judge_many
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
-PAIRS = make_pairs(4, seed=77, source="engine-test")
+PAIRS = demo_domain().make_pairs(4, seed=77, source="engine-test")
 CONFIG = JudgeConfig(max_new_tokens=80, reflection_max_new_tokens=80)
 
 
@@ -100,7 +100,7 @@ def test_a_batch_longer_than_one_engine_step_keeps_every_seed(vllm_backend):
     0.32 killed its engine here when a prompt was split over two steps ("CPU Generator does not use
     offset"); on CPU the backend now prefills each prompt in one step. A request's samples are the same
     as when it is generated alone."""
-    pairs = make_pairs(64, seed=21)  # 512 requests: 14 pairs never split a prompt, 64 always did
+    pairs = demo_domain().make_pairs(64, seed=21)  # 512 requests: 14 pairs never split a prompt, 64 always did
     requests = [GenerationRequest(tuple(response_prompt(p)), tuple(range(8))) for p in pairs]
     params = SamplingParams(temperature=1.0, max_new_tokens=24, logprobs=True)
     assert sum(len(vllm_backend.encode(r.prompt)) for r in requests) * 8 > 8192  # over one step's budget

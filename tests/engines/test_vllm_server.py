@@ -12,12 +12,12 @@ import pytest
 
 from reflectrm.backends import load_backend
 from reflectrm.core import JudgeConfig
-from reflectrm.demo.tasks import make_pairs
+from reflectrm.demo import demo_domain
 from reflectrm.pipeline import judge_many
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
-PAIRS = make_pairs(4, seed=77, source="engine-test")
+PAIRS = demo_domain().make_pairs(4, seed=77, source="engine-test")
 CONFIG = JudgeConfig(max_new_tokens=80, reflection_max_new_tokens=80)
 
 
@@ -51,7 +51,7 @@ def _ids(path):
 
 
 def test_killing_the_server_mid_run_then_rerunning_loses_and_repeats_nothing(vllm_server, tmp_path):
-    pairs = make_pairs(10, seed=99, source="kill-test")
+    pairs = demo_domain().make_pairs(10, seed=99, source="kill-test")
     pairs_file, out_file = tmp_path / "pairs.jsonl", tmp_path / "out.jsonl"
     pairs_file.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs))
     run = _judge_cli(vllm_server, pairs_file, out_file)

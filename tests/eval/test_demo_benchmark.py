@@ -28,11 +28,11 @@ def test_an_arithmetic_judge_keeps_todays_held_out_stream(tmp_path, monkeypatch)
     ship(tmp_path, monkeypatch, {"what": "no domain key: arithmetic"})
     bench = load_demo(None)
     assert list(bench.pairs) == tasks.make_pairs(DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
-    assert bench.source == f"reflectrm.demo.tasks seed {EVAL_SEED}"
+    assert bench.source == f"demo arithmetic seed {EVAL_SEED}"
 
 
 def test_a_running_sum_judge_holds_out_its_domain_minus_the_problems_it_trained_on(tmp_path, monkeypatch):
-    card = {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 100, "seed": 1}}
+    card = {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 100, "seed": 1}}  # an older card's module name
     ship(tmp_path, monkeypatch, card)
     stream = steps.make_pairs(40, seed=EVAL_SEED, source="demo-heldout")
     trained = {steps.problem_of(p) for p in stream[::3]}  # a third of the stream's first problems were trained on
@@ -40,13 +40,13 @@ def test_a_running_sum_judge_holds_out_its_domain_minus_the_problems_it_trained_
     monkeypatch.setattr(reflectrm.demo.steps_build, "trained_problems", lambda c: seen_cards.append(c) or trained)
     bench = load_demo(None)
     assert seen_cards == [card]  # the shipped card says what its build trained on
-    assert len(bench.pairs) == DEMO_HELDOUT_PAIRS and bench.source.startswith("reflectrm.demo.steps")
+    assert len(bench.pairs) == DEMO_HELDOUT_PAIRS and bench.source == f"demo running-sums seed {EVAL_SEED}"
     assert not {steps.problem_of(p) for p in bench.pairs} & trained
     assert list(bench.pairs[:10]) == [p for p in stream if steps.problem_of(p) not in trained][:10]  # stream order
 
 
 def test_a_running_sum_judge_with_a_real_small_build_card(tmp_path, monkeypatch):
-    ship(tmp_path, monkeypatch, {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 300, "seed": 1234}})
+    ship(tmp_path, monkeypatch, {"domain": "running-sums", "build_args": {"pairs": 300, "seed": 1234}})
     trained = reflectrm.demo.steps_build.trained_problems({"build_args": {"pairs": 300, "seed": 1234}})
     bench = load_demo(None)
     assert len(bench.pairs) == DEMO_HELDOUT_PAIRS and not {steps.problem_of(p) for p in bench.pairs} & trained

@@ -13,7 +13,8 @@ import pytest
 
 from reflectrm.core.parsing import parse_output
 from reflectrm.core.prompts import Task, reflection_prompt
-from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, output_tokens
+from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, steps, tasks
+from reflectrm.demo.domains import RUNNING_SUMS
 from reflectrm.training import jobs
 from reflectrm.training.data import (
     BuildReport,
@@ -32,7 +33,7 @@ DOMAIN = demo_domain()  # the shipped judge's own domain: GRPO needs rewards tha
 
 # Tiny and fast: 2 prompts x 4 completions per step, short completions, no gradient checkpointing.
 FAST = TrainConfig(learning_rate=5e-5, batch_size=2, num_generations=4, per_device_batch_size=8,
-                   max_completion_length=output_tokens(DOMAIN), max_steps=3, save_steps=50, device="cpu",
+                   max_completion_length=DOMAIN.output_tokens, max_steps=3, save_steps=50, device="cpu",
                    gradient_checkpointing=False, completions_to_record=2, cpu_threads=1)
 
 
@@ -50,9 +51,9 @@ def demo_examples(n: int = 12) -> list[TrainingExample]:
 
 def _reflection_example(rng: random.Random, pair) -> tuple[str, str, str]:  # noqa: ANN001
     """(critique 1, critique 2, target) in the domain's reflection format (running sums balance the chosen side)."""
-    if DOMAIN.__name__ == "reflectrm.demo.steps":
-        return DOMAIN.reflection_example(rng, pair, DOMAIN.Balance())[:3]
-    return DOMAIN.reflection_example(rng, pair)
+    if DOMAIN is RUNNING_SUMS:
+        return steps.reflection_example(rng, pair, steps.Balance())[:3]
+    return tasks.reflection_example(rng, pair)
 
 
 @pytest.fixture(scope="module")

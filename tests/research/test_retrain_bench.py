@@ -1,5 +1,5 @@
-"""The retraining benchmark's split: held-in pairs reword the held-out problems, never a held-out
-conversation; "unseen" pairs ask problems that no held-in or held-out pair asks."""
+"""The retraining experiment's split (`research/retrain.py`): held-in pairs reword the held-out problems, never a
+held-out conversation; "unseen" pairs ask problems that no held-in or held-out pair asks."""
 
 import pytest
 
@@ -7,11 +7,13 @@ from reflectrm.demo.tasks import problem_of
 from reflectrm.training.data import context_key
 from tests.conftest import load_bench
 
+pytestmark = pytest.mark.research
+
 
 def test_held_in_rewords_held_out_problems_and_unseen_problems_are_untouched():
     from reflectrm.demo import DEMO_MODEL_DIR
 
-    held_out, held_in, unseen = load_bench("retrain").splits(str(DEMO_MODEL_DIR), 60, 40)
+    held_out, held_in, unseen = load_bench("retrain", folder="research").splits(str(DEMO_MODEL_DIR), 60, 40)
     assert len(held_out) == 60 and len(unseen) == 40
     problems = {problem_of(p) for p in held_out}
     assert {problem_of(p) for p in held_in} == problems
@@ -24,12 +26,13 @@ def test_on_the_running_sum_domain_held_out_pairs_leave_out_the_builds_problems(
     import json
 
     from reflectrm.demo import steps
+    from reflectrm.demo.domains import RUNNING_SUMS
     from reflectrm.demo.steps_build import training_examples
 
     (tmp_path / "demo_card.json").write_text(json.dumps(
         {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 3000, "seed": 555_001}}))
-    bench = load_bench("retrain")
-    bench.DOMAIN = steps
+    bench = load_bench("retrain", folder="research")
+    bench.DOMAIN = RUNNING_SUMS
     held_out, held_in, unseen = bench.splits(str(tmp_path), 200, 40)
     # the held-out stream's own seed: they overlap; a card without "misread_frac" is a build from before that flag
     _, trained = training_examples(3000, seed=555_001, misread_frac=0.0, render=False)
@@ -44,7 +47,7 @@ def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analy
     from reflectrm.core.types import ParseStatus, Reflection, Rollout
     from reflectrm.demo.tasks import make_pairs
 
-    bench = load_bench("retrain")
+    bench = load_bench("retrain", folder="research")
     pair = make_pairs(1, seed=7)[0]
     problem = problem_of(pair)
     wrong_answer = problem.answer + 1
@@ -70,40 +73,8 @@ def test_stage2_figures_count_only_reflections_between_a_right_and_a_wrong_analy
     assert figures == {"anchor_accuracy": 1.0, "decisive_reflections": 2, "reflection_picks_right": 0.5}
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--model", "{tmp}"], "not a running-sum demo judge"),
-    (["--model", "{shipped}"], "not a running-sum demo judge"),
-    (["--model", "{tmp}", "--pairs", "0"], "'0' is not a whole number of at least 1"),
-    (["--model", "{tmp}", "--max-new-tokens", "-3"], "'-3' is not a whole number of at least 1"),
-])
-def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path, capsys, argv, message):
-    from reflectrm.demo import DEMO_MODEL_DIR
-
-    bench = load_bench("demo_reflection")
-    with pytest.raises(SystemExit) as exc:
-        bench.main([a.format(tmp=tmp_path, shipped=DEMO_MODEL_DIR) for a in argv])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
-
-
-def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_before_judging(tmp_path, capsys):
-    import json
-
-    from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
-
-    bench = load_bench("demo_reflection")
-    (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "reflectrm.demo.steps"}))
-    (tmp_path / "a-file").write_text("keep")
-    for extra, message in ((["--pairs", str(MAX_HELDOUT_PAIRS + 1)], "ask for fewer"),
-                           (["--out", str(tmp_path / "a-file" / "x.json")], "cannot create its folder")):
-        with pytest.raises(SystemExit) as exc:
-            bench.main(["--model", str(tmp_path), *extra])
-        assert exc.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
-    assert (tmp_path / "a-file").read_text() == "keep"
-
-
 def test_corrections_on_the_starting_judge_report_each_change_with_its_interval():
-    bench = load_bench("retrain")
+    bench = load_bench("retrain", folder="research")
 
     def ev(right: list[bool]) -> dict:
         share = sum(right) / len(right)
@@ -126,7 +97,7 @@ def test_corrections_on_the_starting_judge_report_each_change_with_its_interval(
 def test_corrections_on_the_starting_judge_with_nothing_to_correct_is_refused(monkeypatch, capsys):
     import sys
 
-    bench = load_bench("retrain")
+    bench = load_bench("retrain", folder="research")
     monkeypatch.setattr(sys, "argv", ["retrain.py", "--corrections-on", "start", "--skip-corrections"])
     with pytest.raises(SystemExit) as exc:
         bench.main()

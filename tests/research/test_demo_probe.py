@@ -1,4 +1,4 @@
-"""The running-sum probe (`bench/demo_probe.py`): it names the kind of token where an output first
+"""The running-sum probe (`research/demo_probe.py`): it names the kind of token where an output first
 leaves the right one, and refuses a judge that is not a running-sum one in one line."""
 
 import random
@@ -6,14 +6,15 @@ import random
 import pytest
 
 from reflectrm.core.prompts import Task, format_output
-from reflectrm.demo import DEMO_MODEL_DIR, steps
+from reflectrm.demo import steps
 from tests.conftest import load_bench
 
+pytestmark = pytest.mark.research
 
 
 @pytest.fixture(scope="module")
 def probe():
-    return load_bench("demo_probe")
+    return load_bench("demo_probe", folder="research")
 
 
 def _slipped_pair(at: int):
@@ -47,8 +48,10 @@ def test_a_response_whose_step_slips_departs_at_that_step_result(probe):
 @pytest.mark.parametrize(("pairs", "message"), [("4", "not a running-sum demo judge"),
                                                 ("100001", "ask for fewer")])
 def test_the_probe_refuses_another_domain_or_too_many_pairs_in_one_line(probe, capsys, tmp_path, pairs, message):
-    (tmp_path / "demo_card.json").write_text('{"domain": "reflectrm.demo.steps"}')
-    model = DEMO_MODEL_DIR if message.startswith("not") else tmp_path  # too many pairs: refused before any work
+    # an arithmetic judge (the shipped one may be either), or a running-sum one asked too many pairs
+    (tmp_path / "demo_card.json").write_text('{"domain": "arithmetic"}' if message.startswith("not")
+                                             else '{"domain": "reflectrm.demo.steps"}')
+    model = tmp_path  # too many pairs: refused before any work
     with pytest.raises(SystemExit) as exit_:
         probe.main(["--model", str(model), "--pairs", pairs])
     err = capsys.readouterr().err.strip()

@@ -1,6 +1,6 @@
 """Where does a running-sum demo judge go wrong? A one-minute probe, before a 25-minute benchmark.
 
-    python bench/demo_probe.py --model DIR [--pairs 48]
+    python research/demo_probe.py --model DIR [--pairs 48]
 
 On held-out pairs of the judge's own ranges (its card's), two measurements for each task:
 
@@ -23,10 +23,12 @@ from __future__ import annotations
 import os
 import random
 import re
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
 
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.core.prompts import reflection_prompt, response_prompt  # noqa: E402
@@ -34,7 +36,7 @@ from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.build import _render  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs, ranges_of, running_sum_card  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
-from harness import finish, parser
+from harness import finish, parser  # bench/harness.py (this script puts bench/ on the path above)
 
 PROBE_SEED = 4242
 RESPONSE_TOKENS = (

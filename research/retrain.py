@@ -1,6 +1,6 @@
 """Retraining proof on the demo judge: GRPO on built data, then on human corrections (issue 5).
 
-    python bench/retrain.py [--minutes 15] [--corrections-minutes 6] [--out bench_out/retrain] [--quick]
+    python research/retrain.py [--minutes 15] [--corrections-minutes 6] [--out bench_out/retrain] [--quick]
                             [--corrections-on retrained|start]
 
 Part 1, the paper's recipe: roll the demo judge out (N = 8, T = 1.0) on held-in synthetic pairs,
@@ -39,6 +39,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -47,19 +48,14 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
 
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.backends.cpu_decode import cpu_has_bf16  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
-from reflectrm.demo import (  # noqa: E402
-    DEMO_MODEL_DIR,
-    domain_of,
-    output_tokens,
-    read_card,
-    steps,
-    tasks,
-)
+from reflectrm.demo import DEMO_MODEL_DIR, Domain, domain_of, read_card, steps, tasks  # noqa: E402
+from reflectrm.demo.domains import ARITHMETIC, RUNNING_SUMS  # noqa: E402
 from reflectrm.demo.steps_build import trained_problems  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
@@ -73,13 +69,13 @@ from reflectrm.training.data import (  # noqa: E402
 )
 from reflectrm.training.grpo import TrainConfig, train  # noqa: E402
 from reflectrm.training.rewards import reward_weights  # noqa: E402
-from harness import finish, parser
+from harness import finish, parser  # bench/harness.py (this script puts bench/ on the path above)
 
 log = logging.getLogger("bench.retrain")
 
 MAX_TOKENS = 96  # per output; main() sets it from the domain (arithmetic analyses 40-70 tokens, running sums to 150)
-DOMAIN: Any = tasks
-"""The judge's task domain (`reflectrm.demo.tasks` or `reflectrm.demo.steps`), from its demo card."""
+DOMAIN: Domain = ARITHMETIC
+"""The judge's task domain, from its demo card."""
 SEEDS = {"heldout": 555_001, "train": 555_002, "corrections": 555_003, "corrected_fresh": 555_004, "unseen": 555_005}
 
 
@@ -176,7 +172,7 @@ def accuracy(judgments: list[Judgment]) -> float:
 
 
 def by_kind(judgments: list[Judgment]) -> dict[str, float]:
-    return {k: accuracy([j for j in judgments if j.pair.subset == k]) for k in DOMAIN.KINDS
+    return {k: accuracy([j for j in judgments if j.pair.subset == k]) for k in DOMAIN.kinds
             if any(j.pair.subset == k for j in judgments)}
 
 
@@ -220,7 +216,7 @@ def human_marks(j: Judgment) -> dict[int, str]:
 
 
 def arithmetic_right(pair: PreferencePair, analysis: str) -> bool:
-    if DOMAIN is steps:
+    if DOMAIN is RUNNING_SUMS:
         return steps.analysis_true(analysis, steps.chain_of(pair), task=Task.RESPONSE)
     problem = tasks.problem_of(pair)
     m = re.search(re.escape(problem.expression) + r"\s*=\s*(-?\d+)", analysis)
@@ -328,7 +324,7 @@ def splits(model: str, eval_pairs: int,
     """(held-out, held-in, unseen-problem) pairs: held-in pairs ask the held-out problems in their other
     wordings, never a held-out conversation; unseen pairs ask problems neither of them asks."""
     held_out = DOMAIN.make_pairs(eval_pairs, seed=SEEDS["heldout"], source="bench-heldout")
-    if DOMAIN is steps:  # leave out the problems the judge's build trained on (its card names them)
+    if DOMAIN is RUNNING_SUMS:  # leave out the problems the judge's build trained on (its card names them)
         seen = trained_problems(read_card(model))
         held_out = [p for p in held_out if steps.problem_of(p) not in seen]
     held_in = DOMAIN.fresh_pairs(held_out, seed=SEEDS["train"], source="bench-train")  # never a held-out conversation
@@ -393,7 +389,7 @@ def main() -> int:
     args = ap.parse_args()
     global DOMAIN, MAX_TOKENS
     DOMAIN = domain_of(args.model)
-    MAX_TOKENS = output_tokens(DOMAIN)
+    MAX_TOKENS = DOMAIN.output_tokens
     if args.skip_corrections and args.corrections_on == "start":
         ap.error("--corrections-on start with --skip-corrections would train nothing: drop one of them")
     if args.replay < 0:
