@@ -12,6 +12,18 @@ from reflectrm.audit import SubsetStats  # noqa: F401  (re-exported: the app's r
 from reflectrm.pipeline import orders_agree
 from reflectrm.training.runs import Checkpoint, RunProgress
 
+def model_name(model: str) -> str:
+    """A model path or Hub id as people name it: "demo judge", a run's "run/checkpoint-40", or the Hub id as is."""
+    from pathlib import Path
+
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    path = Path(model)
+    if not model or not path.is_dir():
+        return model
+    return "demo judge" if path.resolve() == Path(DEMO_MODEL_DIR).resolve() else "/".join(path.resolve().parts[-2:])
+
+
 PAPER_MIX = (4, 1)
 """The paper's preference : reflection mix of training data."""
 

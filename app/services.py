@@ -30,6 +30,7 @@ from reflectrm_app.records import (
     Mix,
     ReviewItem,
     contest_reason,
+    model_name,
 )
 from reflectrm_app.resources import CancelTokens, GuardedBackend, ModelHolder, ReviewLeases, warm_up_generation
 from reflectrm_app.settings import AppSettings
@@ -107,10 +108,9 @@ def judge_label(model: str) -> str:
     the revision of its weights (a short sha256 of a local folder's weight files; a Hub snapshot id)."""
     from reflectrm.backends.transformers_backend import weights_revision  # stdlib and our code only: cheap
 
-    path = Path(model)
-    if not path.is_dir():
+    if not Path(model).is_dir():
         return model
-    name = "demo judge" if path.resolve() == Path(DEMO_MODEL_DIR).resolve() else "/".join(path.resolve().parts[-2:])
+    name = model_name(model)
     revision = weights_revision(model)
     return f"{name} · {revision[:19]}" if revision else name
 
@@ -456,10 +456,14 @@ class AppServices:
         if not confirmed:
             judgment = self.store.load(int(judgment_id)).judgment
             reason = contest_reason(judgment, verdict)
+            clash = marks_against_outcome(judgment, verdict, marks or {})
+            # one question names everything the answer saves: a contested verdict and marks against the outcome
+            if reason and clash:
+                raise NeedsConfirmation(f"Response {verdict} contradicts what is known ({reason}; it is marked "
+                                        f"contested in Curate), and {clash}: press the same key again to save both")
             if reason:
                 raise NeedsConfirmation(f"Response {verdict} contradicts what is known ({reason}): press the same "
                                         "key again to save it anyway (it is marked contested in Curate)")
-            clash = marks_against_outcome(judgment, verdict, marks or {})
             if clash:
                 raise NeedsConfirmation(f"{clash}: press the same key again to save the marks anyway")
         author = author.strip() or self.settings.app.author

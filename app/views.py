@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from types import MappingProxyType
 
-from reflectrm_app.records import AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView
+from reflectrm_app.records import (
+    AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView, model_name,
+)
 from reflectrm_db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
@@ -89,7 +91,8 @@ def _summary_html(result: JudgeResult) -> str:
     j = result.judgment
     rows = [
         ("Final verdict", verdict_line(j)),
-        ("Strategy", f"{j.strategy} · seed {j.seed} · model {j.model or '?'} ({j.backend or '?'})"),
+        ("Strategy", f"{j.strategy} · seed {j.seed} · model {model_name(j.model) or '?'}"
+                     f"{' · ' + j.model_revision[:19] if j.model_revision else ''} ({j.backend or '?'})"),
         ("Record", _record_note(result)),
         *_strategy_rows(j),
         ("Vote", vote_text(j)),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +59,12 @@ def export_rows(
         yield from _correction_rows(session)
     else:
         example_kind = "preference" if kind == "preference-examples" else "reflection"
-        for row, pair, critiques, _ in example_rows(
-            session, kind=example_kind, states=states, snapshot_id=snapshot_id
-        ):
-            yield _example_row(example_kind, row, pair, critiques)
+        rows = example_rows(session, kind=example_kind, states=states, snapshot_id=snapshot_id)
+        while chunk := list(islice(rows, _BATCH)):
+            contested = _contest_reasons(session, {row.correction_id for row, *_ in chunk} - {None})
+            for row, pair, critiques, _ in chunk:
+                contest = contested.get(row.correction_id, "")
+                yield {**_example_row(example_kind, row, pair, critiques), "contested": contest}
 
 
 # --- row builders ----------------------------------------------------------------------------------
@@ -136,6 +139,17 @@ def _correction_rows(session: Session) -> Iterator[dict[str, Any]]:
         }
 
 
+def _contest_reasons(session: Session, correction_ids: set[int]) -> dict[int, str]:
+    """Correction id -> why its verdict was contested when saved anyway ("" when it was not), as in the corrections
+    export: an example derived from a contested correction says so, in a snapshot's export too."""
+    if not correction_ids:
+        return {}
+    columns = select(m.Correction.id, m.Correction.judgment_id, m.Correction.verdict)
+    verdicts = session.execute(columns.where(m.Correction.id.in_(correction_ids))).all()
+    judgments = {s.id: s.judgment for s in get_judgments(session, judgment_ids=sorted({j for _, j, _ in verdicts}))}
+    return {cid: contest_reason(judgments[jid], verdict) for cid, jid, verdict in verdicts}
+
+
 def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | None) -> dict[str, Any]:
     out = {"example_id": row.id, "pair_id": row.pair_id, **_pair_fields(pair)}
     if critiques is not None:
@@ -180,7 +194,8 @@ def arrow_schema(kind: str, fmt: str) -> Any:
     pair = dict(id=text, messages=messages, response_1=text, response_2=text, label=num, source=text, subset=text,
                 tie=flag)
     example = dict(example_id=num, pair_id=num, **{k: v for k, v in pair.items() if k not in ("label", "tie")})
-    provenance = dict(label=num, state=text, correction_id=num, judgment_id=num, content_hash=text, created_at=ts)
+    provenance = dict(label=num, state=text, correction_id=num, judgment_id=num, content_hash=text, created_at=ts,
+                      contested=text)
     rollout = struct(index=num, text=text, analysis=text, prediction=num, status=text, confidence=real,
                      num_tokens=num, greedy=flag, finish_reason=text)
     reflection = struct(sample=num, anchor=num, order=pa.list_(num), text=text, analysis=text, choice=num,

@@ -104,8 +104,10 @@ def build(wb: Workbench, tab: Any) -> None:
     table.select(select_row, [ids, rows_state], [ids, detail], api_visibility="private")
     exclude.click(change_state(True), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
     restore.click(change_state(False), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
-    snapshots["button"].click(take_snapshot, [snapshots["name"], snapshots["note"], *filter_inputs], listing,
-                              api_visibility="private")
+    # Enter in the name field snapshots too: a keyboard user need not Tab on to the button
+    for trigger in (snapshots["button"].click, snapshots["name"].submit):
+        trigger(take_snapshot, [snapshots["name"], snapshots["note"], *filter_inputs], listing,
+                api_visibility="private")
     export["button"].click(export_file, [export["kind"], export["format"], export["snapshot"], export["inactive"]],
                            [export["file"], status], api_visibility="private")
 
@@ -120,11 +122,12 @@ def _snapshot_and_export_widgets() -> tuple[dict[str, Any], dict[str, Any]]:
         with gr.Column():
             export = {
                 "kind": gr.Dropdown(["training", "preference-examples", "reflection-pairs", "corrections",
-                                     "judgments", "pairs"], value="training", label="Export"),
+                                     "judgments", "pairs"], value="training", label="Export",
+                                    elem_id="curate-export-kind"),
                 "format": gr.Dropdown(["jsonl", "parquet", "hf"], value="jsonl",
                                       label="Format (hf: a zipped dataset)"),
                 "snapshot": gr.Dropdown(label="From snapshot (optional)", choices=[NO_SNAPSHOT], value="",
-                                        allow_custom_value=True),
+                                        allow_custom_value=True, elem_id="curate-export-snapshot"),
                 "inactive": gr.Checkbox(label="Include excluded and withdrawn"),
                 "button": gr.Button("Export", elem_id="curate-export"),
                 "file": gr.File(label="Download", interactive=False, elem_id="curate-file"),

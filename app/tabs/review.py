@@ -90,12 +90,14 @@ def build(wb: Workbench, tab: Any) -> None:
             if not cur:
                 return {**unchanged(shown), status: "nothing to correct: press n (Next) to load an item"}
             try:
+                marks = parse_marks(ok or [], bad or [])
+                # a confirmation answers the question asked: marks changed since then are asked about afresh
+                asked = [cur, verdict, [[k, mark] for k, mark in sorted(marks.items())]]
                 record = services.correct(int(cur), verdict=verdict, author=user_of(request) or name or "",
-                                          note=text or "", marks=parse_marks(ok or [], bad or []),
-                                          confirmed=waiting == [cur, verdict])
+                                          note=text or "", marks=marks, confirmed=waiting == asked)
             except NeedsConfirmation as exc:
                 gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
-                return {**unchanged(shown), status: f"confirm: {exc}", pending: [cur, verdict]}
+                return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
             except ReflectRMError as exc:
                 return {**unchanged(shown), status: f"error: {exc}", pending: None}
             saved = f"{views.correction_text(record)} (judgment #{cur}); the next item is shown"

@@ -115,3 +115,13 @@ def test_curates_long_cells_wrap_instead_of_being_cut_off(services: AppServices)
     assert table["props"]["wrap"] is True
     rules = [line for line in CSS.splitlines() if line.startswith("#curate-table")]
     assert rules and not any("nowrap" in line for line in rules)  # the contested text was cut at the cell's edge
+
+
+def test_a_keyboard_user_snapshots_with_enter_in_the_name_field(services: AppServices) -> None:
+    demo = build_app(services)
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    triggers = {(elem.get(target), event) for d in demo.config["dependencies"] for target, event in d["targets"]}
+    # Enter in the name field did nothing: the keyboard user had to Tab on to the button
+    assert ("curate-snap-name", "submit") in triggers and ("curate-snapshot", "click") in triggers
+    # the export's choices have ids a keyboard script (and a test) can find
+    assert {"curate-export-kind", "curate-export-snapshot"} <= set(elem.values())

@@ -178,6 +178,27 @@ def test_anchor_reason_of_a_record_naming_a_sample_it_lacks_says_so() -> None:
     assert "not among this judgment" in html and html.count('data-testid="analysis-card"') == 2
 
 
+@pytest.mark.parametrize("model, revision, says", [
+    # the Strategy row printed the host's absolute path of the bundled judge
+    pytest.param("DEMO", "sha256:0123456789abcdef0123", "model demo judge · sha256:0123456789ab", id="demo-judge"),
+    pytest.param("org/judge", "", "model org/judge (", id="hub-id-as-is"),
+])
+def test_the_anatomy_names_the_model_as_people_do_not_by_the_hosts_path(model: str, revision: str, says: str) -> None:
+    from dataclasses import replace
+
+    from reflectrm.core.types import Judgment, ParseStatus, Rollout
+    from reflectrm.demo import DEMO_MODEL_DIR
+    from reflectrm_app.records import JudgeResult
+
+    model = str(DEMO_MODEL_DIR) if model == "DEMO" else model
+    rollouts = (Rollout(index=0, text="t", analysis="a", prediction=1, status=ParseStatus.OK, confidence=-0.1,
+                        num_tokens=3),)
+    j = replace(Judgment(pair=PreferencePair.from_query("q", "a", "b"), strategy="reflectrm", rollouts=rollouts,
+                         verdict=1, anchor=0), model=model, model_revision=revision, backend="transformers")
+    html = anatomy_html(JudgeResult(judgment_id=1, judgment=j))
+    assert says in html and str(DEMO_MODEL_DIR) not in html
+
+
 # --- train --------------------------------------------------------------------------------------------------------
 
 

@@ -309,6 +309,25 @@ def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services
     assert contested[agreeing] == ""
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("kind", ["preference-examples", "reflection-pairs"])
+def test_a_snapshots_examples_keep_contested_in_the_export(services: AppServices, pair: PreferencePair, fmt: str,
+                                                            kind: str) -> None:
+    import pandas as pd
+
+    against = services.judge(pair).judgment_id
+    agreeing = services.judge(pair, seed=5).judgment_id
+    services.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
+    services.correct(agreeing, verdict=pair.label, author="ana")
+    services.snapshot("reviewed")
+    out = services.export(kind, fmt=fmt, snapshot="reviewed")
+    rows = pd.read_json(out, lines=True, dtype=False) if fmt == "jsonl" else pd.read_parquet(out)
+    by_judgment = rows.groupby("judgment_id")["contested"].agg(set).to_dict()
+    # a snapshot's examples went out with no 'contested' column: a curator could not filter a contested one out
+    assert by_judgment[against] == {f"the known label says Response {pair.label}"}
+    assert by_judgment.get(agreeing, {""}) == {""}  # unanimous analyses derive no reflection pair
+
+
 def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(services: AppServices,
                                                                              pair: PreferencePair) -> None:
     judged = services.judge(pair)
@@ -329,6 +348,20 @@ def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(ser
                      confirmed=False)
     record = services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"})
     assert record.marks == {other: "right"}
+
+
+def test_a_contested_verdict_with_marks_against_the_outcome_asks_about_both_at_once(services: AppServices,
+                                                                                   pair: PreferencePair) -> None:
+    judged = services.judge(pair)
+    verdict = 3 - pair.label  # contradicts the label: asks on its own
+    agreeing_with_label = next(k for k, r in enumerate(judged.judgment.rollouts) if r.prediction == pair.label)
+    marks = {agreeing_with_label: "right"}  # predicted the label, not the verdict: the better side of a pair
+    # the one question named only the label, so answering it saved the marks with no word on what they teach
+    with pytest.raises(NeedsConfirmation) as asked:
+        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks=marks, confirmed=False)
+    said = str(asked.value)
+    assert f"the known label says Response {pair.label}" in said
+    assert f"analysis #{agreeing_with_label} predicted Response {pair.label}" in said and "better analysis" in said
 
 
 def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(services: AppServices) -> None:
