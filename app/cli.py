@@ -23,7 +23,7 @@ OPTIONAL_PARTS = MappingProxyType({  # module -> the extra that installs it
 })
 
 
-def _open_store(url: str) -> Any:
+def open_store(url: str) -> Any:
     try:
         from reflectrm_db.services import JudgmentStore
     except ImportError as exc:
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="reflectrm", description="ReflectRM: a self-reflecting generative reward model.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    judge_cli.register(sub, open_store=_open_store)
+    judge_cli.register(sub, open_store=open_store)
     for register in _optional_registers():
         register(sub)
     return parser

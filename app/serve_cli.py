@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from reflectrm_app.cli import _open_store
+    from reflectrm_app.cli import open_store
 
     from reflectrm.backends import load_backend
     from reflectrm.serving.rewards import RewardConfig
@@ -74,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError("--batch-window-ms must be 0-10000 and --drain-timeout-s 0-86400")
     engine = backend_options(args)  # a bad flag fails before the model loads
     with contextlib.ExitStack() as stack:
-        store = stack.enter_context(_open_store(args.db)) if args.db else None
+        store = stack.enter_context(open_store(args.db)) if args.db else None
         backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)
         record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
         service = RewardService(backend, judge_config=judge_config, reward_config=reward_config,

@@ -467,8 +467,8 @@ class AppServices:
             if clash:
                 raise NeedsConfirmation(f"{clash}: press the same key again to save the marks anyway")
         author = author.strip() or self.settings.app.author
-        return self.store.save_correction(int(judgment_id), verdict=verdict, author=author, note=note,
-                                          marks=dict(marks or {}))
+        return self.store.correct(int(judgment_id), verdict=verdict, author=author, note=note,
+                                  marks=dict(marks or {}), edit_active=True)
 
     def withdraw(self, judgment_id: int, *, author: str) -> CorrectionRecord:
         """Withdraw the judgment's active correction (its examples are withdrawn with it).

@@ -42,7 +42,7 @@ from reflectrm.demo.steps_build import heldout_pairs, running_sum_card  # noqa: 
 from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402
-from reflectrm.pipeline import _Work, complete, judge_many, rejudge  # noqa: E402
+from reflectrm.pipeline import judge_many, rejudge, rejudge_many  # noqa: E402
 from harness import finish, load, parser
 
 EVAL_SEED = 98765
@@ -62,13 +62,7 @@ def difference(a: list[bool], b: list[bool]) -> dict:
 
 def rejudge_batched(js: list[Judgment], strategy: str, backend, config: JudgeConfig, batch: int) -> list[Judgment]:
     """`rejudge` for many judgments, their new reflections batched together (same rollouts)."""
-    cfg = config.with_(strategy=strategy)
-    out = []
-    for s in range(0, len(js), batch):
-        works = [_Work(j.pair, rollouts=list(j.rollouts), reflections={(r.sample, r.anchor): r for r in j.reflections})
-                 for j in js[s : s + batch]]
-        out.extend(complete(works, backend, cfg))
-    return out
+    return list(rejudge_many(js, backend, config.with_(strategy=strategy), batch_size=batch))
 
 
 def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:

@@ -60,6 +60,22 @@ def _correction(session: Session, correction_id: int, *, active: bool = True) ->
     return row
 
 
+class CorrectionExists(InputError):
+    """The judgment already has an active correction: edit or withdraw it (its id is `correction_id`)."""
+
+    def __init__(self, *, judgment_id: int, correction_id: int) -> None:
+        super().__init__(f"judgment {judgment_id} already has correction {correction_id}: edit or withdraw that one")
+        self.judgment_id = judgment_id
+        self.correction_id = correction_id
+
+
+def active_correction_id(session: Session, judgment_id: int) -> int | None:
+    """The id of the judgment's active correction, or None."""
+    return session.scalar(
+        select(m.Correction.id).where(m.Correction.judgment_id == judgment_id, m.Correction.active.is_(True))
+    )
+
+
 def add_correction(
     session: Session,
     *,
@@ -71,15 +87,17 @@ def add_correction(
     max_pairs: int,
     seed: int,
 ) -> int:
-    """Record a correction of a judgment (marks keyed by rollout position) and derive its examples."""
+    """Record a correction of a judgment (marks keyed by rollout position) and derive its examples.
+
+    Raises:
+        CorrectionExists: the judgment has an active correction already.
+    """
     _judgment_pair_id(session, judgment_id)
     samples = _samples(session, judgment_id)
     check_correction(verdict=verdict, marks=marks, max_pairs=max_pairs, keys={s.position for s in samples})
-    existing = session.scalar(
-        select(m.Correction.id).where(m.Correction.judgment_id == judgment_id, m.Correction.active.is_(True))
-    )
+    existing = active_correction_id(session, judgment_id)
     if existing is not None:
-        raise InputError(f"judgment {judgment_id} already has correction {existing}: edit or withdraw that one")
+        raise CorrectionExists(judgment_id=judgment_id, correction_id=existing)
     now = utcnow()
     row = m.Correction(
         judgment_id=judgment_id,

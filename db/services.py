@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, make_url, text
-from sqlalchemy.exc import DatabaseError, DBAPIError, IntegrityError
+from sqlalchemy.exc import DatabaseError, DBAPIError
 from sqlalchemy.orm import Session
 
 from reflectrm_db import curation, exporting, repository, schema, training
@@ -303,8 +303,12 @@ class JudgmentStore:
         marks: Mapping[int, Mark] | None = None,
         max_pairs: int = DEFAULT_MAX_PAIRS,
         seed: int | None = None,
+        edit_active: bool = False,
     ) -> CorrectionRecord:
         """Record a person's verdict on a judgment and derive its training examples.
+
+        One transaction. Two people correcting one judgment at once race to insert; the loser's transaction
+        is rerun (`run_transaction`) and meets the winner's correction like any later writer does.
 
         Args:
             verdict: the better response (1 or 2) in the judgment's order.
@@ -312,56 +316,25 @@ class JudgmentStore:
                 prediction-based rule for those analyses.
             max_pairs: reflection pairs derived at most.
             seed: seeds the choice of reflection pairs and their critique order; recorded (default: random).
+            edit_active: when the judgment has an active correction, edit it (with history; `max_pairs` and
+                `seed` stay as it has them) instead of refusing.
+
+        Raises:
+            CorrectionExists: the judgment has an active correction and `edit_active` is False.
         """
         seed = secrets.randbits(62) if seed is None else seed
 
         def work(s: Session) -> CorrectionRecord:
-            cid = curation.add_correction(
-                s,
-                judgment_id=judgment_id,
-                author=author,
-                verdict=verdict,
-                note=note,
-                marks=dict(marks or {}),
-                max_pairs=max_pairs,
-                seed=seed,
-            )
+            active = curation.active_correction_id(s, judgment_id) if edit_active else None
+            if active is not None:
+                curation.edit_correction(s, correction_id=active, author=author, verdict=verdict, note=note,
+                                         marks=dict(marks or {}))
+                return curation.get_corrections(s, correction_ids=[active])[0]
+            cid = curation.add_correction(s, judgment_id=judgment_id, author=author, verdict=verdict, note=note,
+                                          marks=dict(marks or {}), max_pairs=max_pairs, seed=seed)
             return curation.get_corrections(s, correction_ids=[cid])[0]
 
         return self._write(work)
-
-    def save_correction(
-        self,
-        judgment_id: int,
-        *,
-        verdict: Choice,
-        author: str,
-        note: str = "",
-        marks: Mapping[int, Mark] | None = None,
-    ) -> CorrectionRecord:
-        """A person's verdict on a judgment: a new correction, or an edit (with history) of its active one.
-
-        One transaction: two people correcting one judgment at once give a correction and an edit of
-        it, never "already has a correction" (the loser of the insert race retries as an edit).
-        """
-
-        def work(s: Session) -> CorrectionRecord:
-            active = curation.get_corrections(s, judgment_id=judgment_id, include_withdrawn=False)
-            if active:
-                curation.edit_correction(s, correction_id=active[0].id, author=author, verdict=verdict, note=note,
-                                         marks=dict(marks or {}))
-                return curation.get_corrections(s, correction_ids=[active[0].id])[0]
-            cid = curation.add_correction(s, judgment_id=judgment_id, author=author, verdict=verdict, note=note,
-                                          marks=dict(marks or {}), max_pairs=DEFAULT_MAX_PAIRS,
-                                          seed=secrets.randbits(62))
-            return curation.get_corrections(s, correction_ids=[cid])[0]
-
-        try:
-            return self._write(work)
-        except (IntegrityError, InputError) as exc:
-            if isinstance(exc, InputError) and "already has correction" not in str(exc):
-                raise
-            return self._write(work)  # another writer's correction landed first: this one edits it
 
     def edit_correction(
         self,

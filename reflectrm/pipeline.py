@@ -184,15 +184,33 @@ def rejudge(
     reflections against another anchor (`random-anchor`). Without one, that raises `ConfigError`.
     """
     config = (config or JudgeConfig.from_dict(dict(judgment.config))).with_(strategy=strategy)
-    work = _Work(
-        judgment.pair,
-        rollouts=list(judgment.rollouts),
-        reflections={(r.sample, r.anchor): r for r in judgment.reflections},
-    )
-    result = next(complete([work], backend or _NoBackend(), config))
+    result = next(complete([_resumed(judgment)], backend or _NoBackend(), config))
     if backend is None:  # nothing new was generated: the record keeps the original model
         result = replace(result, model=judgment.model, model_revision=judgment.model_revision, backend=judgment.backend)
     return result
+
+
+def rejudge_many(
+    judgments: Sequence[Judgment],
+    backend: Backend,
+    config: JudgeConfig,
+    *,
+    batch_size: int = 8,
+) -> Iterator[Judgment]:
+    """`rejudge` for many judgments under one `config`, what they lack generated together in batches.
+
+    The stored rollouts are reused, as in `rejudge`; the new reflections of a batch share its generation calls.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    for start in range(0, len(judgments), batch_size):
+        yield from complete([_resumed(j) for j in judgments[start : start + batch_size]], backend, config)
+
+
+def _resumed(judgment: Judgment) -> _Work:
+    """A judgment's stored rollouts and reflections as work in progress (generation adds only what is missing)."""
+    return _Work(judgment.pair, rollouts=list(judgment.rollouts),
+                 reflections={(r.sample, r.anchor): r for r in judgment.reflections})
 
 
 def complete(

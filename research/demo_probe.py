@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the sh
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.core.prompts import reflection_prompt, response_prompt  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
-from reflectrm.demo.build import _render  # noqa: E402
+from reflectrm.demo.build import render_prompt  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs, ranges_of, running_sum_card  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
 from harness import finish, parser  # bench/harness.py (this script puts bench/ on the path above)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.exit(2, f"{ap.prog}: error: {exc}\n")
     figures: dict = {"model": str(args.model), "ranges": ranges.name, "pairs": len(pairs)}
 
-    prompts = [_render(response_prompt(p)) for p in pairs]
+    prompts = [render_prompt(response_prompt(p)) for p in pairs]
     targets = [steps.response_example(p) for p in pairs]
     outputs = probe.greedy(prompts)
     figures["response"] = {
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rng, balance = random.Random(PROBE_SEED), steps.Balance()
     examples = [steps.reflection_example(rng, p, balance, misread_frac=0.0, ranges=ranges) for p in pairs]
-    prompts = [_render(reflection_prompt(p, c1, c2)) for p, (c1, c2, _, _) in zip(pairs, examples)]
+    prompts = [render_prompt(reflection_prompt(p, c1, c2)) for p, (c1, c2, _, _) in zip(pairs, examples)]
     targets = [target for _, _, target, _ in examples]
     outputs = probe.greedy(prompts)
     by_kind: dict[str, list[bool]] = defaultdict(list)

@@ -191,3 +191,177 @@ def test_db_imports_only_the_library_types_and_recipe():
         for p in (ROOT / "db").rglob("*.py")
     }
     assert {k: v for k, v in bad.items() if v} == {}
+
+
+# --- the packages: library < store < services < UI ------------------------------------------------------------------
+
+FOLDERS = {"reflectrm": "reflectrm", "db": "reflectrm_db", "app": "reflectrm_app"}
+"""Repository folder -> the package it installs as (`setup.py` maps them)."""
+
+PACKAGE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("reflectrm.errors", "reflectrm.core"), ("reflectrm",), ("reflectrm_db",), ("reflectrm_app",), ("reflectrm_app.ui",))
+"""Lowest first: the errors and the pure core, the library, the store, the headless service layer (judging, evaluation, training,
+curation, settings, the CLI), the Gradio UI that draws and calls the services."""
+
+UI = "reflectrm_app.ui"
+UI_ONLY = ("gradio",)
+"""What only the UI loads: a headless command (`judge`, `eval`, `serve`, `db`, ...) runs without Gradio."""
+
+STARTS_THE_UI = "reflectrm_app.app_cli"
+"""`reflectrm app`: the one headless module that imports the UI, inside its command function (lazily)."""
+
+
+def _package_module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[0] = FOLDERS[parts[0]]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _product_files() -> dict[str, Path]:
+    return {_package_module(p): p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
+            if "migrations" not in p.parts}
+
+
+def _package_layer(module: str) -> int | None:
+    best = max(((len(prefix), i) for i, layer in enumerate(PACKAGE_LAYERS) for prefix in layer
+                if module == prefix or module.startswith(prefix + ".")), default=None)
+    return None if best is None else best[1]
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The modules `path` imports when it is imported (not those imported inside functions)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_no_package_imports_a_higher_layer():
+    upward = sorted(
+        f"{module} imports {name}"
+        for module, path in _product_files().items() for name in _imports(path)
+        if (target := _package_layer(name)) is not None and target > _package_layer(module)
+        and not (module == STARTS_THE_UI and name.startswith(UI + "."))
+    )
+    assert upward == []
+
+
+def test_headless_modules_never_import_the_ui_or_gradio():
+    bad = sorted(
+        f"{module} imports {name}"
+        for module, path in _product_files().items() if not module.startswith(UI)
+        for name in _imports(path)
+        if name.split(".")[0] in UI_ONLY or (name.startswith(UI) and module != STARTS_THE_UI)
+    )
+    assert bad == []
+
+
+def test_only_the_app_command_imports_the_ui_and_only_lazily():
+    starts = _product_files()[STARTS_THE_UI]
+    assert f"{UI}.blocks" in _imports(starts)  # trap: a check that passes because the module moved
+    assert not [n for n in _module_level_imports(starts) if n.startswith(UI)]
+
+
+def test_the_ui_reads_the_store_only_through_its_record_types():
+    # the UI draws and calls services: no session, model, repository or SQL of its own
+    bad = sorted(f"{module} imports {name}" for module, path in _product_files().items() if module.startswith(UI)
+                 for name in _imports(path)
+                 if name.split(".")[0] == "sqlalchemy"
+                 or (name.startswith("reflectrm_db") and not name.startswith("reflectrm_db.records")))
+    assert bad == []
+
+
+def test_every_product_module_has_a_package_layer():
+    assert [m for m in _product_files() if _package_layer(m) is None] == []
+
+
+def test_nothing_imports_the_benchmarks():
+    bad = sorted(module for module, path in _product_files().items()
+                 if any(n.split(".")[0] == "bench" for n in _imports(path)))
+    assert bad == []
+
+
+def test_the_service_layer_has_no_import_cycle():
+    files = {m: p for m, p in _product_files().items() if m.startswith("reflectrm_app") and not m.startswith(UI)}
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = {m for m in _imports(path, package=package) if m in files and m != name}
+    assert _cycle(graph) == []
+
+
+# --- private names stay in their package ----------------------------------------------------------------------------
+
+
+def _owner(module: str) -> str:
+    """The package a module belongs to for the private-name rule: the UI counts apart from the services."""
+    return UI if module == UI or module.startswith(UI + ".") else module.split(".")[0]
+
+
+def _private_imports(path: Path, importer: str) -> list[str]:
+    """`from other_package.mod import _name` in `path`: a private name taken across a package boundary."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and _owner(node.module) != importer:
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")
+                      and not a.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_across_packages():
+    # the product's packages and the benchmarks (bench/ is a package of its own); tests may reach inside
+    files = {m: p for m, p in _product_files().items()}
+    files.update({f"bench.{p.stem}": p for p in (ROOT / "bench").glob("*.py")})
+    bad = {f"{module}: {name}" for module, path in files.items() for name in _private_imports(path, _owner(module))}
+    assert sorted(bad) == []
+
+
+@pytest.mark.parametrize("source, importer, want", [
+    pytest.param("from reflectrm.pipeline import _Work", "bench", ["reflectrm.pipeline._Work"], id="bench-into-library"),
+    pytest.param("from reflectrm_app.cli import _x", UI, ["reflectrm_app.cli._x"], id="ui-into-services"),
+    pytest.param("from reflectrm.pipeline import judge, __version__", "bench", [], id="public-and-dunder"),
+    pytest.param("from reflectrm.pipeline import _Work", "reflectrm", [], id="inside-its-package"),
+    pytest.param("def f():\n    from reflectrm_db.x import _y", "reflectrm_app", ["reflectrm_db.x._y"], id="lazy"),
+])
+def test_the_private_import_check_finds_each_kind(tmp_path, source, importer, want):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert _private_imports(path, importer) == want
+
+
+# --- headless commands run without gradio ---------------------------------------------------------------------------
+
+HEADLESS_COMMANDS = [
+    # each runs its command function far enough to import what it needs, then stops on bad input or finishes
+    pytest.param(["judge", "--input", "{tmp}/missing.jsonl"], id="judge"),
+    pytest.param(["import", "{tmp}/missing.jsonl", "--db", "{tmp}/s.db"], id="import"),
+    pytest.param(["export", "judgments", "--out", "{tmp}/out.jsonl", "--db", "{tmp}/s.db"], id="export"),
+    pytest.param(["db", "upgrade", "--db", "{tmp}/s.db"], id="db-upgrade"),
+    pytest.param(["eval", "--benchmark", "file", "--data", "{tmp}/missing.csv", "--db", "{tmp}/s.db"], id="eval"),
+    pytest.param(["compare", "1", "2", "--db", "{tmp}/s.db"], id="compare"),
+    pytest.param(["serve", "--port", "70000"], id="serve"),
+    pytest.param(["train-status", "{tmp}/no-run"], id="train-status"),
+]
+
+_REPORT_GRADIO = ("import atexit, json, sys\n"
+                  f"atexit.register(lambda: print('LOADED ' + json.dumps([m for m in {UI_ONLY!r} + ('{UI}',) "
+                  "if m in sys.modules]), file=sys.stderr))\n")
+
+
+@pytest.mark.parametrize("argv", HEADLESS_COMMANDS)
+def test_a_headless_command_never_loads_gradio(tmp_path, argv):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = _REPORT_GRADIO + f"from reflectrm_app.cli import main\nsys.exit(main({args!r}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
+    assert loaded == ["LOADED []"], done.stderr[-2000:]
+
+
+def test_the_gradio_probe_sees_the_ui(tmp_path):
+    # trap: a probe that never reports gradio would pass every case above
+    code = _REPORT_GRADIO + "import reflectrm_app.ui.blocks"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "gradio" in done.stderr.splitlines()[-1]

@@ -105,12 +105,12 @@ def training_texts(n_pairs: int, *, seed: int, refl_every: int, mistake_frac: fl
         pair = make_pair(rng, index=i, source="demo-train")
         if rng.random() < mistake_frac:
             analysis, choice = response_analysis(pair, slip(rng, pair, invent=0.5))
-            out.append(Example(_render(response_prompt(pair)), format_output(analysis, choice, task=Task.RESPONSE), False))
+            out.append(Example(render_prompt(response_prompt(pair)), format_output(analysis, choice, task=Task.RESPONSE), False))
         else:
-            out.append(Example(_render(response_prompt(pair)), response_example(pair)))
+            out.append(Example(render_prompt(response_prompt(pair)), response_example(pair)))
         if i % refl_every == 0:
             c1, c2, target = reflection_example(rng, pair)
-            out.append(Example(_render(reflection_prompt(pair, c1, c2)), target))
+            out.append(Example(render_prompt(reflection_prompt(pair, c1, c2)), target))
     return out
 
 
@@ -157,7 +157,7 @@ def save_atomically(where: Path, write: Callable[[Path], None]) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _render(prompt: list) -> str:
+def render_prompt(prompt: list) -> str:
     """The chat-template rendering of a prompt with the generation prompt (matches the backend)."""
     from jinja2 import Template
 

@@ -13,7 +13,8 @@ from types import MappingProxyType
 from typing import Any
 
 from reflectrm.core.types import PreferencePair
-from reflectrm.demo import steps, tasks
+import reflectrm.demo.steps as steps
+import reflectrm.demo.tasks as tasks
 
 __all__ = ["ARITHMETIC", "DEFAULT_DOMAIN", "DOMAINS", "LEGACY_KEYS", "RUNNING_SUMS", "Domain", "domain_by_key"]
 

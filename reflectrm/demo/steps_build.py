@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.demo import domain_of, read_card
 from reflectrm.demo.domains import RUNNING_SUMS
-from reflectrm.demo.build import _render, build_model, build_tokenizer, save_atomically, train, writable_folder
+from reflectrm.demo.build import build_model, build_tokenizer, render_prompt, save_atomically, train, writable_folder
 from reflectrm.demo.steps import (
     DEFAULT_RANGES,
     KINDS,
@@ -107,7 +107,7 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
     for i in range(n_pairs):
         pair = make_pair(rng, kind=KINDS[i % len(KINDS)], index=i, source=SOURCE, ranges=ranges)
         pairs.append(pair)
-        prompt = _render(response_prompt(pair)) if render else ""
+        prompt = render_prompt(response_prompt(pair)) if render else ""
         if rng.random() < mistake_frac:
             at = rng.randrange(len(chain_of(pair).ops))
             a, misread_step = mistaken(rng, pair, at, misread_frac=misread_frac, ranges=ranges)
@@ -122,7 +122,7 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
             c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac, ranges=ranges,
                                                    carry_drop=carry_drop)
             if render:
-                out.append(StepExample(_render(reflection_prompt(pair, c1, c2)), target))
+                out.append(StepExample(render_prompt(reflection_prompt(pair, c1, c2)), target))
     return (out if render else []), pairs
 
 

@@ -9,7 +9,7 @@ import pytest
 from reflectrm.backends import Completion, ScriptedBackend
 from reflectrm.core import JudgeConfig, PreferencePair
 from reflectrm.errors import ConfigError, ContextLengthError, InputError
-from reflectrm.pipeline import judge, judge_many, orders_agree, rejudge
+from reflectrm.pipeline import judge, judge_many, orders_agree, rejudge, rejudge_many
 from tests.conftest import critique_output, response_output
 
 PAIR = PreferencePair.from_query("What is 2 + 2?", "4", "5", label=1)
@@ -134,6 +134,25 @@ def test_rejudge_reuses_stage1_and_generates_only_what_is_missing():
         rejudge(j, "majority@15")
     m15 = rejudge(j, "majority@15", backend)
     assert len(backend.calls) == before + 7 and m15.rollouts[:8] == j.rollouts
+
+
+def test_rejudge_many_matches_rejudge_one_by_one():
+    # trap: batching must not mix the pairs' stored rollouts or reseed what is generated
+    pairs = [PAIR, PreferencePair.from_query("What is 3 + 3?", "7", "6", label=2)]
+    def by_seed(text, seed, params):  # a sample depends on its seed only, not on what shares its batch
+        if "## Critiques for Judgment" in text:
+            return critique_output(1)
+        return Completion(response_output(1 + seed % 2, f"s{seed}"), (-(seed % 7) / 7,) * 10, 10)
+
+    backend = ScriptedBackend(by_seed)
+    stored = list(judge_many(pairs, backend, JudgeConfig()))
+    before = len(backend.calls)
+    batched = list(rejudge_many(stored, backend, JudgeConfig(strategy="majority@15"), batch_size=2))
+    assert len(backend.calls) == before + 2 * 7  # only the missing samples, for both pairs
+    single = [rejudge(j, "majority@15", backend) for j in stored]
+    assert [(j.pair, j.rollouts, j.verdict) for j in batched] == [(j.pair, j.rollouts, j.verdict) for j in single]
+    with pytest.raises(ConfigError, match="batch_size"):
+        list(rejudge_many(stored, backend, JudgeConfig(), batch_size=0))
 
 
 def test_greedy_strategy_decodes_once_at_temperature_zero():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from reflectrm_db.curation import CorrectionExists
 from reflectrm_db.derivation import Analysis, derive_reflection_pairs
 from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import PreferencePair
@@ -186,8 +187,11 @@ def test_bad_corrections_are_refused_and_leave_nothing(
 def test_one_active_correction_per_judgment(corrected_judgment: tuple[JudgmentStore, int]) -> None:
     store, jid = corrected_judgment
     first = store.correct(jid, verdict=1, author="ana")
-    with pytest.raises(InputError, match=f"already has correction {first.id}"):
+    with pytest.raises(CorrectionExists, match=f"already has correction {first.id}") as refused:
         store.correct(jid, verdict=2, author="bo")
+    assert refused.value.correction_id == first.id  # typed: a caller never parses the message
+    edited = store.correct(jid, verdict=2, author="bo", edit_active=True)
+    assert (edited.id, edited.verdict, edited.revision, edited.author) == (first.id, 2, 2, "bo")
     with pytest.raises(InputError, match="judgment 999 does not exist"):
         store.correct(999, verdict=2, author="bo")
 

@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from reflectrm_db import models as m
 from reflectrm_db import schema
+from reflectrm_db.curation import CorrectionExists
 from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import ConfigError, InputError
 from tests.db.helpers import JudgeFn, make_pairs
@@ -82,8 +83,19 @@ def test_racing_corrections_of_one_judgment_give_one_correction_and_clear_errors
     results, errors = _race(lambda k: store.correct(jid, verdict=1 + k % 2, author=f"user{k}", seed=k))
     assert len(results) == 1
     assert len(errors) == RACERS - 1
-    assert all(isinstance(e, InputError) and "already has correction" in str(e) for e in errors), errors
+    assert all(isinstance(e, CorrectionExists) and e.correction_id == results[0].id for e in errors), errors
     assert len(store.corrections(judgment_id=jid)) == 1
+
+
+def test_racing_corrections_that_edit_give_one_correction_and_no_error(
+    store: JudgmentStore, judge_pairs: JudgeFn
+) -> None:
+    # the app's path: the loser of the insert race edits the winner's correction; no error text is matched
+    [jid] = store.record(judge_pairs(make_pairs(1)), swapped=False)
+    results, errors = _race(lambda k: store.correct(jid, verdict=1 + k % 2, author=f"user{k}", edit_active=True))
+    assert errors == []
+    [correction] = store.corrections(judgment_id=jid)
+    assert {r.id for r in results} == {correction.id} and correction.revision == RACERS
 
 
 def test_racing_snapshots_of_one_name_give_one_snapshot_and_clear_errors(
