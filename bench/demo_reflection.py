@@ -38,7 +38,8 @@ from reflectrm.core.types import Judgment  # noqa: E402
 from reflectrm.demo import domain_of  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
-from reflectrm.demo.steps_build import heldout_pairs, running_sum_card  # noqa: E402
+from reflectrm.demo import running_sum_card  # noqa: E402
+from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402

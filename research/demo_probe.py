@@ -34,7 +34,8 @@ from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.core.prompts import reflection_prompt, response_prompt  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.build import render_prompt  # noqa: E402
-from reflectrm.demo.steps_build import heldout_pairs, ranges_of, running_sum_card  # noqa: E402
+from reflectrm.demo import running_sum_card  # noqa: E402
+from reflectrm.demo.steps_build import heldout_pairs, ranges_of  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
 from harness import finish, parser  # bench/harness.py (this script puts bench/ on the path above)
 

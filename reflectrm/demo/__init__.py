@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from reflectrm.defaults import DEMO_MODEL_DIR
-from reflectrm.demo.domains import DEFAULT_DOMAIN, DOMAINS, Domain, domain_by_key
-from reflectrm.errors import ConfigError
+from reflectrm.demo.domains import DEFAULT_DOMAIN, DOMAINS, RUNNING_SUMS, Domain, domain_by_key
+from reflectrm.errors import ConfigError, InputError
 
-__all__ = ["CARD", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "Domain", "demo_domain", "domain_of",
+__all__ = ["CARD", "running_sum_card", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "Domain", "demo_domain", "domain_of",
            "judge_domain", "read_card"]
 
 CARD = "demo_card.json"
@@ -73,3 +74,16 @@ def judge_domain(model: str | Path) -> Domain | None:
     """The domain of the judge `model` (a path or a Hugging Face id) when it is a demo judge, i.e. a folder
     holding a demo card; None for any other model. A card naming an unknown domain is a `ConfigError`."""
     return domain_of(model) if (Path(model) / CARD).is_file() else None
+
+
+def running_sum_card(model_dir: str | Path, pairs: int) -> dict[str, Any]:
+    """The card of the running-sum judge in `model_dir`, for a bench that asks `pairs` held-out pairs of it:
+    a `ConfigError` when it is not one, an `InputError` when that is more pairs than a bench judges."""
+    if domain_of(model_dir) is not RUNNING_SUMS:
+        raise ConfigError(f"{model_dir}: not a running-sum demo judge (its demo_card.json must name "
+                          f"{RUNNING_SUMS.key}): build one with python -m reflectrm.demo.steps_build --out DIR")
+    from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
+
+    if pairs > MAX_HELDOUT_PAIRS:
+        raise InputError(f"--pairs {pairs} is more than a demo bench judges ({MAX_HELDOUT_PAIRS}): ask for fewer")
+    return read_card(model_dir)

@@ -60,7 +60,7 @@ ARITHMETIC = Domain(
 """Answers to one addition, subtraction or multiplication (`reflectrm.demo.tasks`): the first demo judge's."""
 
 RUNNING_SUMS = Domain(
-    key="running-sums", source="demo-steps",
+    key=steps.DOMAIN_KEY, source="demo-steps",
     output_tokens=256,  # an analysis up to 122; a reflection that walks six steps and reads the question again: 207
     kinds=steps.KINDS, make_pairs=steps.make_pairs, fresh_pairs=steps.fresh_pairs,
     other_problems=steps.other_problems, problem_of=steps.problem_of,

@@ -60,6 +60,9 @@ from dataclasses import dataclass
 from reflectrm.core.prompts import Task, format_output
 from reflectrm.core.types import PreferencePair
 
+DOMAIN_KEY = "running-sums"
+"""The key this domain is registered under (`reflectrm.demo.domains`); a running-sum judge's card names it."""
+
 KINDS = ("steps4", "steps5", "steps6")
 QUESTION_FORMS = ("Start with {s}. {steps} What is the result?", "A counter shows {s}. {steps} What does it show now?",
                   "Take {s}. {steps} What number do you get?", "You have {s} points. {steps} How many points now?")

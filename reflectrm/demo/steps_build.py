@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
-from reflectrm.demo import domain_of, read_card
-from reflectrm.demo.domains import RUNNING_SUMS
 from reflectrm.demo.build import build_model, build_tokenizer, render_prompt, save_atomically, train, writable_folder
 from reflectrm.demo.steps import (
     DEFAULT_RANGES,
+    DOMAIN_KEY,
     KINDS,
     RANGES,
     Balance,
@@ -167,17 +166,6 @@ MAX_HELDOUT_PAIRS = 100_000
 """Held-out pairs are drawn from a stream 4x as long; far above what a CPU judges in a day."""
 
 
-def running_sum_card(model_dir: str | Path, pairs: int) -> dict[str, Any]:
-    """The card of the running-sum judge in `model_dir`, for a bench that asks `pairs` held-out pairs of it:
-    a `ConfigError` when it is not one, an `InputError` when that is more pairs than a bench judges."""
-    if domain_of(model_dir) is not RUNNING_SUMS:
-        raise ConfigError(f"{model_dir}: not a running-sum demo judge (its demo_card.json must name "
-                          f"{RUNNING_SUMS.key}): build one with python -m reflectrm.demo.steps_build --out DIR")
-    if pairs > MAX_HELDOUT_PAIRS:
-        raise InputError(f"--pairs {pairs} is more than a demo bench judges ({MAX_HELDOUT_PAIRS}): ask for fewer")
-    return read_card(model_dir)
-
-
 def ranges_of(card: dict[str, Any]) -> Ranges:
     """The ranges a build stage's problems used (a card from before ranges were recorded: narrow)."""
     name = (card.get("build_args") or {}).get("ranges", "narrow")
@@ -309,7 +297,7 @@ def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
         tokenizer.save_pretrained(where)
         card = {
             "what": "ReflectRM demo judge (multi-step running sums; reflections check the first differing step)",
-            "domain": RUNNING_SUMS.key,
+            "domain": DOMAIN_KEY,
             "parameters": sum(p.numel() for p in model.parameters()),
             "build_args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             "trained_steps": step,
