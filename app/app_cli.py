@@ -47,7 +47,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
         EngineConfig.from_kwargs(dict(settings.generation.engine))
     from reflectrm_app.services import AppServices
-    from reflectrm_app.ui import build_app, launch_options
+    from reflectrm_app.ui.blocks import build_app, launch_options
 
     services = AppServices.start(settings)
     demo = build_app(services)

@@ -4,7 +4,7 @@
 
 Fills a new SQLite store (or `--db`) with `--judgments` judgments of the demo arithmetic pairs
 (8 short samples and 7 reflections each, from a scripted judge; every 10th pair audited in both
-orders), then times what each page's handler does, through `AppServices` and `reflectrm_app.views`:
+orders), then times what each page's handler does, through `AppServices` and `reflectrm_app.ui.views`:
 
 * history: the History tab opening (the newest 200 summaries, as a table); and a search.
 * review next / review open: the Review queue's next item (flags ordered in SQL) and one item by id.
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.resources import ModelHolder
 from reflectrm_app.services import AppServices
 from reflectrm_app.settings import AppSettings

@@ -299,9 +299,9 @@ def test_hostile_input_is_one_line_and_changes_nothing(
 
     monkeypatch.chdir(world)  # a default ./reflectrm.db would land here, and be seen
     if args[0] == "app":
-        import reflectrm_app.ui
+        import reflectrm_app.ui.blocks
 
-        monkeypatch.setattr(reflectrm_app.ui, "build_app", lambda *a, **k: pytest.fail("the app started"))
+        monkeypatch.setattr(reflectrm_app.ui.blocks, "build_app", lambda *a, **k: pytest.fail("the app started"))
     before = snapshot(world)
     code = _exit_code(_fill(args, world))
     err = capsys.readouterr().err

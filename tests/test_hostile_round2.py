@@ -316,7 +316,7 @@ def test_a_seed_is_a_64_bit_whole_number_everywhere(value: Any, ok: bool) -> Non
 ])
 def test_the_app_api_takes_ids_as_json_integers_only(value: Any) -> None:
     from reflectrm.errors import InputError
-    from reflectrm_app.api import _row_id, _verdict
+    from reflectrm_app.ui.api import _row_id, _verdict
 
     with pytest.raises(InputError, match="judgment_id must be a whole number"):
         _row_id(value, name="judgment_id")
@@ -332,9 +332,9 @@ def _login_stack(trusted: str | None, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The ASGI app uvicorn serves, built the way Gradio builds it (uvicorn.Config after `launch_options`)."""
     import uvicorn
 
-    from reflectrm_app.login import FailureCounter, LoginThrottleMiddleware
+    from reflectrm_app.ui.login import FailureCounter, LoginThrottleMiddleware
     from reflectrm_app.settings import load_settings
-    from reflectrm_app.ui import launch_options
+    from reflectrm_app.ui.blocks import launch_options
 
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # uvicorn's default; recorded, so teardown restores it
     launch_options(load_settings(auth="ana:secret", **({} if trusted is None else {"trusted_proxies": trusted})))

@@ -261,5 +261,5 @@ def test_app_and_db_install_under_names_that_cannot_collide():
          namespace)
     packages = namespace["packages"]()
     assert {p.split(".")[0] for p in packages} == {"reflectrm", "reflectrm_app", "reflectrm_db"}
-    assert "reflectrm_app.tabs" in packages and "reflectrm.eval" in packages  # subpackages follow their folders
+    assert "reflectrm_app.ui.tabs" in packages and "reflectrm.eval" in packages  # subpackages follow their folders
     assert namespace["RENAMED"] == {"reflectrm_app": "app", "reflectrm_db": "db"}

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reflectrm_app.ui import build_app
+from reflectrm_app.ui.blocks import build_app
 from reflectrm.backends import ScriptedBackend
 from tests.app.browser import free_port
 from tests.app.conftest import make_services

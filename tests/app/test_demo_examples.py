@@ -11,7 +11,7 @@ import pytest
 from reflectrm_app.resources import ModelHolder
 from reflectrm_app.services import AppServices
 from reflectrm_app.settings import AppSettings
-from reflectrm_app.tabs.judge import example_values
+from reflectrm_app.ui.tabs.judge import example_values
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
 from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, pair_source, steps
@@ -92,7 +92,7 @@ def test_an_example_fills_the_form_and_clears_what_would_override_it():
 
 
 def _example_tables(services: AppServices) -> list:
-    from reflectrm_app.ui import build_app
+    from reflectrm_app.ui.blocks import build_app
 
     return [b for b in build_app(services).blocks.values() if getattr(b, "elem_id", None) == "judge-examples"]
 

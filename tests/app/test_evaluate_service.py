@@ -84,7 +84,7 @@ def test_after_a_restart_a_run_left_running_is_interrupted_unfinished_and_resume
     pytest.param("0", "must be a run number like 3", id="zero"),
 ])
 def test_a_run_field_that_holds_no_run_number_names_the_field(typed: str, fragment: str) -> None:
-    from reflectrm_app.tabs.evaluate import run_number
+    from reflectrm_app.ui.tabs.evaluate import run_number
 
     with pytest.raises(InputError, match=re.escape(fragment)):
         run_number(typed, "Run")

@@ -180,7 +180,7 @@ def test_restarting_the_app_marks_runs_whose_process_is_gone_interrupted(paths) 
     pytest.param((2, 4), "from its checkpoint at step 4", id="two-checkpoints"),  # the last one, not the first
 ])
 def test_resume_says_where_it_starts(paths, checkpoints: tuple[int, ...], said: str) -> None:
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
 
     services = open_services(*paths)
     try:

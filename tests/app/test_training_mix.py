@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.services import AppServices
 from reflectrm_app.training import plan_mix
 from reflectrm.demo import DEMO_MODEL_DIR

@@ -10,7 +10,7 @@ import pytest
 
 from reflectrm_app.cli import build_parser
 from reflectrm_app.services import AppServices
-from reflectrm_app.ui import build_app
+from reflectrm_app.ui.blocks import build_app
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -61,7 +61,7 @@ def test_no_module_level_mutable_state() -> None:
     # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings), in every
     # module of the app, a new one included
     modules = sorted(APP.rglob("*.py"))
-    assert {"services.py", "ui.py", "judge.py"} <= {p.name for p in modules}
+    assert {"services.py", "blocks.py", "judge.py"} <= {p.name for p in modules}
     found = [m for path in modules for m in _module_level_mutables(path)]
     assert found == []
 
@@ -79,12 +79,12 @@ def test_the_mutable_state_check_finds_each_kind(tmp_path, source, want) -> None
 
 
 def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
-    # a tab is a module (app/tabs/<id>.py); the assembly is a list; no builder of hundreds of lines
-    from reflectrm_app.ui import TABS
+    # a tab is a module (app/ui/tabs/<id>.py); the assembly is a list; no builder of hundreds of lines
+    from reflectrm_app.ui.blocks import TABS
 
     assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train", "evaluate"]
-    assert all((APP / "tabs" / f"{t.id}.py").exists() for t in TABS)
-    assert len((APP / "ui.py").read_text().splitlines()) < 150
+    assert all((APP / "ui" / "tabs" / f"{t.id}.py").exists() for t in TABS)
+    assert len((APP / "ui" / "blocks.py").read_text().splitlines()) < 150
 
 
 def test_long_actions_show_one_progress_display_on_their_status_line(services: AppServices) -> None:
@@ -108,7 +108,7 @@ def test_curate_names_its_empty_choice(services: AppServices) -> None:
 
 
 def test_curates_long_cells_wrap_instead_of_being_cut_off(services: AppServices) -> None:
-    from reflectrm_app.ui import CSS
+    from reflectrm_app.ui.blocks import CSS
 
     demo = build_app(services)
     [table] = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "curate-table"]

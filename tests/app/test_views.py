@@ -9,7 +9,7 @@ import pytest
 
 from reflectrm_app.services import AppServices
 from reflectrm_app.settings import load_settings, parse_auth
-from reflectrm_app.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
+from reflectrm_app.ui.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import ConfigError
 
@@ -153,7 +153,7 @@ def test_torch_threads(fields: dict, threads: int | None, monkeypatch: pytest.Mo
 def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:
     from reflectrm.core.types import Judgment, ParseStatus, Rollout
 
-    from reflectrm_app.views import anchor_reason
+    from reflectrm_app.ui.views import anchor_reason
 
     rollouts = tuple(Rollout(index=k, text="t", analysis=f"a{k}", prediction=1, status=ParseStatus.OK,
                              confidence=c, num_tokens=3) for k, c in enumerate([-0.1, -0.1, -0.5, -0.1]))
@@ -167,7 +167,7 @@ def test_anchor_reason_of_a_record_naming_a_sample_it_lacks_says_so() -> None:
     from reflectrm.core.types import Judgment, ParseStatus, Rollout
 
     from reflectrm_app.records import JudgeResult
-    from reflectrm_app.views import anatomy_html, anchor_reason
+    from reflectrm_app.ui.views import anatomy_html, anchor_reason
 
     rollouts = tuple(Rollout(index=k, text="t", analysis="a", prediction=1, status=ParseStatus.OK, confidence=-0.1,
                              num_tokens=3) for k in range(2))
@@ -217,14 +217,14 @@ def _run_view(state: str, **progress: object):
     ],
 )
 def test_train_status_line(state: str, progress: dict, expected: str) -> None:
-    from reflectrm_app.views import train_status_line
+    from reflectrm_app.ui.views import train_status_line
 
     assert train_status_line(_run_view(state, **progress)) == expected
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_completions_are_shown_verbatim_as_table_text_newest_first(text: str) -> None:
-    from reflectrm_app.views import completions_frame, curve_frame
+    from reflectrm_app.ui.views import completions_frame, curve_frame
 
     frame = completions_frame([{"step": 1, "task": "response", "label": 1, "reward": 1.0, "text": "old"},
                                {"step": 2, "task": "analysis", "label": 2, "reward": 0.0, "text": text}])
@@ -259,7 +259,7 @@ def test_the_audit_table_shows_stage_2_position_bias() -> None:
 
 
 def test_a_loss_of_float_noise_plots_as_zero() -> None:
-    from reflectrm_app.views import curve_frame
+    from reflectrm_app.ui.views import curve_frame
 
     frame = curve_frame([(1, -8e-9), (2, 0.25), (3, -1.5e-3)], "loss")
     # the axis read "-0.000000008"

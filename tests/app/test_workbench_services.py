@@ -109,7 +109,7 @@ def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) 
     assert not services.store.corrections(judgment_id=jid, include_withdrawn=False)
     assert services.browse("preference", ) == [] and record.id
     # the message counts what was withdrawn (it said 0: a withdrawn correction derives nothing)
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
 
     assert len(record.preference_example_ids) == 1
     assert views.withdrawn_text(record).startswith(f"Withdrew correction #{record.id} with its 1 preference example")
@@ -197,7 +197,7 @@ def test_the_app_refuses_an_oversized_pair_before_tokenising() -> None:
 def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(strategy: str) -> None:
     from dataclasses import replace
 
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
     from reflectrm_app.records import JudgeResult
     from reflectrm.core.types import Reflection
 
@@ -212,7 +212,7 @@ def test_vote_only_strategies_show_no_anchor_no_stage_2_and_no_winner_group(stra
 
 
 def test_the_confidence_plot_shows_what_the_cards_show() -> None:
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
     from reflectrm_app.records import JudgeResult
 
     frame = views.confidence_frame(_judgment([1, 2, 1]))  # confidences -0.1 (anchor), -0.2, -0.3
@@ -226,7 +226,7 @@ def test_the_confidence_plot_shows_what_the_cards_show() -> None:
 
 
 def test_a_greedy_judgment_names_the_greedy_output_as_its_voter(services: AppServices, pair: PreferencePair) -> None:
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
     from reflectrm_app.records import JudgeResult
 
     result = services.judge(pair, strategy="greedy")
@@ -238,7 +238,7 @@ def test_a_greedy_judgment_names_the_greedy_output_as_its_voter(services: AppSer
 
 
 def test_the_curate_table_says_which_label_is_which() -> None:
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
     from reflectrm_app.records import ExampleRow
 
     row = ExampleRow(kind="reflection", id=1, state="active", source="s", subset="", query="q", response_1="a",
@@ -269,7 +269,7 @@ def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> 
 
 
 def test_history_marks_the_swapped_twin_of_an_audit(services: AppServices, pair: PreferencePair) -> None:
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
 
     audit = services.audit(pair)
     rows = views.summaries_frame(services.history()).set_index("id")
@@ -332,7 +332,7 @@ def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(ser
 
 
 def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(services: AppServices) -> None:
-    from reflectrm_app import views
+    from reflectrm_app.ui import views
 
     services.add_demo_pairs(3)
     for _, p in services.pairs(services.demo_source()):

@@ -8,10 +8,10 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult
 from reflectrm_app.services import build_pair
-from reflectrm_app.tabs.common import (
+from reflectrm_app.ui.tabs.common import (
     LABEL_NAMES,
     LABELS,
     failure_text,

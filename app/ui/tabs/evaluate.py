@@ -16,8 +16,8 @@ from typing import Any
 import gradio as gr
 
 from reflectrm_app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService, both_orders_by_default
-from reflectrm_app.tabs import judge as judge_tab
-from reflectrm_app.tabs.common import TabSpec, Workbench, failure_text, judgment_number, unchanged
+from reflectrm_app.ui.tabs import judge as judge_tab
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, failure_text, judgment_number, unchanged
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.eval.runner import DEFAULT_STRATEGIES
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.records import ExampleFilter, ExampleRow
 from reflectrm_app.services import parse_day, parse_ids
-from reflectrm_app.tabs.common import TabSpec, Workbench, unchanged
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, unchanged
 from reflectrm.errors import ReflectRMError
 
 

@@ -1,8 +1,8 @@
-"""The Gradio Blocks, assembled from one module per tab (`reflectrm_app.tabs`) and the named API (`reflectrm_app.api`).
+"""The Gradio Blocks, assembled from one module per tab (`reflectrm_app.ui.tabs`) and the named API (`reflectrm_app.ui.api`).
 
 No module-level mutable state: per-user state lives in `gr.State`, shared resources in the one
 `AppServices` object. Model and user text is shown in Textboxes, Dataframes and JSON (as text) or
-escaped into `gr.HTML` by `reflectrm_app.views`; errors are shown in status boxes as text.
+escaped into `gr.HTML` by `reflectrm_app.ui.views`; errors are shown in status boxes as text.
 
 A new tab is one line: a module with a `TAB = TabSpec(...)`, added to `TABS` below.
 """
@@ -14,12 +14,12 @@ from typing import Any
 import gradio as gr
 from starlette.middleware import Middleware
 
-from reflectrm_app import api
-from reflectrm_app.login import FailureCounter, LoginGuard, LoginThrottleMiddleware, trust_proxies
+from reflectrm_app.ui import api
+from reflectrm_app.ui.login import FailureCounter, LoginGuard, LoginThrottleMiddleware, trust_proxies
 from reflectrm_app.services import AppServices
 from reflectrm_app.settings import AppSettings, parse_proxies
-from reflectrm_app.tabs import audit, curate, evaluate, history, judge, review, train
-from reflectrm_app.tabs.common import TabSpec, Workbench, source_choices
+from reflectrm_app.ui.tabs import audit, curate, evaluate, history, judge, review, train
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, source_choices
 
 TABS: tuple[TabSpec, ...] = (judge.TAB, audit.TAB, review.TAB, curate.TAB, history.TAB, train.TAB, evaluate.TAB)
 """The tabs, in order: add a tab module's `TAB` here."""

@@ -6,10 +6,10 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult
-from reflectrm_app.tabs import judge as judge_tab
-from reflectrm_app.tabs.common import TabSpec, Workbench, judgment_number, unchanged
+from reflectrm_app.ui.tabs import judge as judge_tab
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, judgment_number, unchanged
 from reflectrm.errors import InputError, ReflectRMError
 
 

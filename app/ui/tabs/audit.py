@@ -7,10 +7,10 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.services import build_pair
-from reflectrm_app.tabs import judge as judge_tab
-from reflectrm_app.tabs.common import (
+from reflectrm_app.ui.tabs import judge as judge_tab
+from reflectrm_app.ui.tabs.common import (
     LABELS,
     TabSpec,
     Workbench,

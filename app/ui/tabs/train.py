@@ -7,11 +7,11 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.records import TrainRequest
 from reflectrm_app.evaluation import EvaluationService
 from reflectrm_app.training import MIXES
-from reflectrm_app.tabs.common import (
+from reflectrm_app.ui.tabs.common import (
     TabSpec,
     Workbench,
     failure_text,

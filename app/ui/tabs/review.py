@@ -10,10 +10,10 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult, ReviewItem
 from reflectrm_app.services import NeedsConfirmation, parse_marks
-from reflectrm_app.tabs.common import TabSpec, Workbench, judgment_number, session_key, unchanged, user_of
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, judgment_number, session_key, unchanged, user_of
 from reflectrm.errors import InputError, ReflectRMError
 
 

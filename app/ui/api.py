@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 import gradio as gr
 
-from reflectrm_app import views
+from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult
 from reflectrm_app.services import AppServices, build_pair
-from reflectrm_app.tabs.common import user_of
+from reflectrm_app.ui.tabs.common import user_of
 from reflectrm.core.config import MAX_ROW_ID
 from reflectrm.errors import InputError, ReflectRMError
 
