@@ -80,8 +80,9 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
     one.add_argument("--response-2", dest="response_2", help="the second response")
     one.add_argument("--label", type=int, choices=(1, 2), help="the better response, if known")
     many = p.add_argument_group("a file of pairs")
-    many.add_argument("--input", type=Path, help='pairs: JSONL of {"id", "query" or "messages", "response_1", "response_2", '
-                                                 '"label"?}, or JSON, CSV, Parquet, a `datasets` folder (as `eval` reads)')
+    many.add_argument("--input", type=Path,
+                      help='pairs: JSONL of {"id", "query" or "messages", "response_1", "response_2", "label"?}, '
+                           "or JSON, CSV, Parquet, a `datasets` folder (read as `eval` reads them)")
     many.add_argument("--output", type=Path, help="JSONL of judgments; a rerun skips pairs already there")
     many.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
     add_judge_flags(p)

@@ -78,7 +78,8 @@ def rows_or_errors(path: Path, *, split: str | None = None) -> Iterator[tuple[in
         raise InputError(f"data file {str(path)!r} does not exist: check the path")
     kind = file_kind(path)
     if kind is None and path.is_dir():
-        raise InputError(f"{str(path)!r} is a folder, not a `datasets` folder (saved with save_to_disk): check the path")
+        raise InputError(f"{str(path)!r} is a folder, not a `datasets` folder (saved with save_to_disk): "
+                         "check the path")
     if kind is None:
         raise InputError(f"{path.name}: unknown file type: give .jsonl, .json, .csv, .parquet or a `datasets` folder")
     if kind == "datasets":

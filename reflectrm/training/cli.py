@@ -79,7 +79,7 @@ TRAIN_FLAGS = {
     "learning_rate": Flag(names=("--lr",)),
     "vllm_mode": Flag(choices=("colocate", "server")),
     "scale_rewards": Flag(choices=("group", "batch", "none")),
-    "cpu_threads": Flag(name="--threads", renamed_from=("--cpu-threads",), metavar="N"),  # one spelling with judge, eval, serve
+    "cpu_threads": Flag(name="--threads", renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve
 }
 """What the training flags add to `TrainConfig`'s fields; every other flag, default and help comes from the class."""
 
