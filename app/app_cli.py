@@ -12,8 +12,7 @@ import argparse
 import os
 import sys
 
-from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, engine_options
+from reflectrm.cli import add_backend_flags, engine_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,16 +21,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Judge, audit positional bias, review and correct, curate, retrain: a Gradio app.")
     p.add_argument("--host", help="interface to bind (default 127.0.0.1; $REFLECTRM_HOST)")
     p.add_argument("--port", type=int, help="port (default 7860; $REFLECTRM_PORT)")
-    p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", choices=BACKENDS, help="generation backend (default transformers)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     p.add_argument("--db", help="database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)")
     p.add_argument("--runs-dir", dest="runs_dir",
                    help="training run folders of the Train tab (default: runs/ beside a SQLite store; "
                         "$REFLECTRM_RUNS_DIR)")
     p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
                    help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
-    add_engine_flags(p)
+    # the judge the app starts with: unset flags keep the settings ($REFLECTRM_MODEL, ...); its CPU threads are
+    # $REFLECTRM_CPU_THREADS
+    add_backend_flags(p, given_only=True, skip=("threads",))
     p.set_defaults(func=cmd_app)
 
 

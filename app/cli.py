@@ -19,7 +19,8 @@ from reflectrm.errors import InputError
 
 EXIT_USAGE = 2
 OPTIONAL_PARTS = MappingProxyType({  # module -> the extra that installs it
-    "reflectrm_db.cli": "store", "reflectrm_app.app_cli": "ui", "reflectrm.training.cli": "train", "reflectrm_app.eval_cli": "ui", "reflectrm_app.serve_cli": "ui",
+    "reflectrm_db.cli": "store", "reflectrm_app.app_cli": "ui", "reflectrm.training.cli": "train",
+    "reflectrm_app.eval_cli": "store", "reflectrm_app.serve_cli": "serve",  # headless: neither needs the UI
 })
 
 

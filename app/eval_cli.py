@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
-from reflectrm.core.config import JudgeConfig, row_id, seed_number
+from reflectrm import cli as judge_cli
+from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
+from reflectrm.core.config import row_id, seed_number
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
@@ -55,20 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also judge every pair swapped (paper Table 5); default on for judgebench, whose official "
                         "protocol it is, off otherwise")
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
-    p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", default="transformers", choices=BACKENDS,
-                   help="generation backend (default transformers)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
-    p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
-    p.add_argument("--seed", type=seed_number, default=0, help="the judge's sampling seed (default 0); the --limit "
-                                                                "draw is --sample-seed")
-    p.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
-    p.add_argument("--skip-unanimous", action="store_true", help="skip stage 2 when all samples agree")
     p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
     p.add_argument("--db", help=DB_HELP)
     p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
-    add_threads_flag(p)
-    add_engine_flags(p)
+    add_judge_flags(p, skip=("strategy",))  # --strategies names the strategies, all from one rollout pass
+    add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("compare", help="compare two evaluation runs item by item (McNemar, paired bootstrap)")
@@ -115,15 +106,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from reflectrm_app.eval_runs import Evaluations
     from reflectrm_db.services import JudgmentStore
 
-    from reflectrm.backends import load_backend
     from reflectrm.eval.report import markdown, write_report
 
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
-    engine = backend_options(args)  # a bad flag fails before the data is read or a model loaded
+    backend_options(args)  # a bad flag fails before the data is read or a model loaded
     request = request_from_args(args)
-    config = JudgeConfig(n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                         reflection_max_new_tokens=args.max_new_tokens, skip_unanimous=args.skip_unanimous)
+    config = config_from_args(args)
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
         print(line, flush=True)
@@ -131,7 +120,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
-        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)
+        backend = judge_cli.load_judge(args)
         evals = Evaluations(store)
         run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
                         progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))

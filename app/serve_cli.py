@@ -14,10 +14,8 @@ import contextlib
 import os
 import sys
 
-from reflectrm.backends import BACKENDS
-from reflectrm.cli import add_engine_flags, add_threads_flag, backend_options
-from reflectrm.core.config import JudgeConfig, seed_number
-from reflectrm.core.strategies import STRATEGIES
+from reflectrm import cli as judge_cli
+from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
 from reflectrm.errors import ConfigError
 
 
@@ -27,17 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="POST /v1/judge, /v1/rewards and OpenRLHF's /get_reward; GET /health, /metrics.")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--model", help="Hugging Face id or local path (default: the bundled demo judge)")
-    p.add_argument("--backend", default="transformers", choices=BACKENDS,
-                   help="generation backend (default transformers)")
-    p.add_argument("--device", default="auto", help="transformers backend: cpu, cuda ... (default auto)")
     p.add_argument("--db", help="store every served judgment in this database URL (shown in the app's History)")
     p.add_argument("--token-env", default="REFLECTRM_SERVE_TOKEN",
                    help="env var holding the bearer token POSTs must carry (unset: no token)")
-    p.add_argument("--strategy", default="reflectrm", choices=sorted(STRATEGIES), help="aggregation strategy")
-    p.add_argument("--n", type=int, default=8, help="stage-1 samples N (default 8)")
-    p.add_argument("--seed", type=seed_number, default=0, help="judge seed (default 0)")
-    p.add_argument("--max-new-tokens", type=int, default=1024, help="per analysis and reflection (default 1024)")
     p.add_argument("--opponents", type=int, help="each completion against this many random others (default: all)")
     p.add_argument("--one-order", action="store_true", help="judge each pair in one order only (halves the cost; "
                                                              "position bias no longer cancels)")
@@ -48,20 +38,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drain-timeout-s", type=float, default=60.0,
                    help="on SIGTERM, how long admitted requests have to finish before 503 (default 60)")
     p.add_argument("--max-judgments", type=int, default=4096, help="judgments one request may cost (default 4096)")
-    add_threads_flag(p)
-    add_engine_flags(p)
+    add_judge_flags(p)
+    add_backend_flags(p)
     p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from reflectrm_app.cli import open_store
 
-    from reflectrm.backends import load_backend
     from reflectrm.serving.rewards import RewardConfig
     from reflectrm.serving.server import RewardService, ServeConfig, serve
 
-    judge_config = JudgeConfig(strategy=args.strategy, n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                               reflection_max_new_tokens=args.max_new_tokens)
+    judge_config = config_from_args(args)
     reward_config = RewardConfig(opponents=args.opponents, both_orders=not args.one_order, seed=args.seed)
     token = os.environ.get(args.token_env) or None
     if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
@@ -72,10 +60,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
     if not (0 <= args.batch_window_ms <= 10_000 and 0 <= args.drain_timeout_s <= 86_400):
         raise ConfigError("--batch-window-ms must be 0-10000 and --drain-timeout-s 0-86400")
-    engine = backend_options(args)  # a bad flag fails before the model loads
+    backend_options(args)  # a bad flag fails before the model loads
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(open_store(args.db)) if args.db else None
-        backend = load_backend(args.model, backend=args.backend, device=args.device, **engine)
+        backend = judge_cli.load_judge(args)
         record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
         service = RewardService(backend, judge_config=judge_config, reward_config=reward_config,
                                 config=ServeConfig(max_queue=args.max_queue, max_judgments=args.max_judgments,

@@ -20,7 +20,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ class Flag:
     metavar: str | None = None  # how the value is named in --help
     convert: Callable[[str], Any] | None = None  # reads the typed text instead of the field type's reading
     show: Callable[[Any], str] | None = None  # writes the default as it would be typed (with `convert`)
+    renamed_from: tuple[str, ...] = ()  # older option names now refused with a one-line error naming this flag
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -81,15 +82,22 @@ def add_config_flags(
     *,
     extra: Mapping[str, Flag] | None = None,
     given_only: bool = False,
+    skip: Collection[str] = (),
 ) -> None:
-    """Add one flag per field of the dataclass `cls` (dest = the field's name).
+    """Add one flag per field of the dataclass `cls` (dest = the field's name), except the fields in `skip`.
 
     `given_only`: every flag defaults to None ("not given"; the help still shows the field's
-    default), so `given_flags` can pass on only what was typed, and booleans are plain switches."""
+    default), so `given_flags` can pass on only what was typed, and booleans are plain switches.
+    A skipped field keeps its default in `config_from_args` (a command that sets it another way)."""
     extra = extra or {}
     hints = typing.get_type_hints(cls)
     helps = field_help(cls)
+    unknown = sorted(set(skip) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise TypeError(f"skip names {unknown[0]!r}, not a field of {cls.__name__}")
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
         spec = extra.get(f.name, Flag())
         names = (spec.name or f"--{f.name.replace('_', '-')}", *spec.names)
         default = None if spec.tied_to else field_default(f)
@@ -110,6 +118,20 @@ def add_config_flags(
         if spec.metavar:
             parsing["metavar"] = spec.metavar
         parser.add_argument(*names, **kwargs, **parsing)
+        for old in spec.renamed_from:
+            parser.add_argument(old, action=_Renamed, new=names[0], help=argparse.SUPPRESS)
+
+
+class _Renamed(argparse.Action):
+    """An option name a command no longer takes: argparse's one-line error names the flag to use instead."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs="?", default=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string} was renamed: use {self.new}")
 
 
 def given_flags(cls: type, args: argparse.Namespace) -> dict[str, Any]:
@@ -121,11 +143,16 @@ def given_flags(cls: type, args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(cls: type, args: argparse.Namespace, *, extra: Mapping[str, Flag] | None = None,
                      **changes: Any) -> Any:
-    """An instance of `cls` from the flags `add_config_flags` added (tied fields filled in), plus `changes`."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
+    """An instance of `cls` from the flags `add_config_flags` added (tied fields filled in), plus `changes`.
+
+    A field without a flag (skipped) keeps the class's default."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
     for name, spec in (extra or {}).items():
-        if spec.tied_to and values[name] is None:
-            values[name] = values[spec.tied_to]
+        if spec.tied_to and name in values and values[name] is None:
+            if spec.tied_to in values:
+                values[name] = values[spec.tied_to]
+            else:  # the field it follows has no flag here: both keep the class's defaults
+                del values[name]
     return cls(**{**values, **changes})
 
 

@@ -117,6 +117,15 @@ def decode(raw: bytes, *, where: str) -> str:
                          "save the file as UTF-8") from None
 
 
+def check_text(text: str, *, where: str) -> None:
+    """Refuse text a model cannot read: a lone surrogate (a JSON escape like \\ud800, or undecodable argv bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{_at(where)}holds {text[exc.start]!r}, a lone surrogate that is not a character: "
+                         "fix the text (an unpaired \\uD800-\\uDFFF escape, or bytes that are not UTF-8)") from None
+
+
 def loads(text: str | bytes, *, where: str) -> Any:
     """`json.loads`, every failure an `InputError` naming `where` ("" names nothing: the caller adds the row)."""
     try:

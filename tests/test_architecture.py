@@ -22,7 +22,8 @@ HEAVY = ("torch", "transformers", "vllm", "gradio", "sqlalchemy", "trl", "pandas
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.errors",),
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
-    ("reflectrm.inputs",),  # bounded reading of user-named files (no FIFO, no unbounded line)
+    # bounded reading of user-named files (no FIFO, no unbounded line); judgment files a rerun resumes
+    ("reflectrm.inputs", "reflectrm.outputs"),
     ("reflectrm.defaults",),  # the default model's path and its CPU thread count, nothing else
     ("reflectrm.backends",),
     ("reflectrm.pipeline",),  # core meets a backend

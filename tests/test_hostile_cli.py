@@ -264,7 +264,7 @@ CASES = [
                  id="eval-data-missing"),
     pytest.param(["eval", "--benchmark", "file", "--data", "{w}/latin1.jsonl", "--db", "{w}/store.db"], "UTF-8",
                  id="eval-data-latin1"),
-    pytest.param(["eval", "--benchmark", "file", "--data", "{w}/empty.jsonl", "--db", "{w}/store.db"], "no rows",
+    pytest.param(["eval", "--benchmark", "file", "--data", "{w}/empty.jsonl", "--db", "{w}/store.db"], "holds no pairs",
                  id="eval-data-empty"),
     pytest.param(["eval", "--benchmark", "demo", "--limit", "0", "--db", "{w}/store.db"], "at least 1",
                  id="eval-limit-zero"),

@@ -50,7 +50,7 @@ def test_every_direct_dependency_is_a_range_pinned_within_it():
 @pytest.mark.parametrize("name", [n for n in SETS if n != "constraints.txt"])
 def test_every_vllm_set_pins_every_direct_dependency_within_its_range(name):
     pins = _pins(name)
-    extras = ["ui", "train", "dev", "store", "postgres"] + (["vllm"] if "cpu" in name else [])
+    extras = ["ui", "serve", "train", "dev", "store", "postgres"] + (["vllm"] if "cpu" in name else [])
     for req in CORE + [r for extra in extras for r in EXTRAS[extra] if r.name != "reflectrm"]:
         key = canonicalize_name(req.name)
         assert key in pins, f"{req.name} is not pinned in {name}"
@@ -71,7 +71,7 @@ def test_torch_pin_takes_the_cpu_wheel_where_one_is_offered(name):
 def test_extras_build_on_each_other():
     assert any(r.name == "reflectrm" and "store" in r.extras for r in EXTRAS["ui"])
     dev = next(r for r in EXTRAS["dev"] if r.name == "reflectrm")
-    assert {"store", "ui", "train"} <= dev.extras
+    assert {"store", "ui", "serve", "train"} <= dev.extras
     assert not any(r.name == "gradio" for r in EXTRAS["store"])
 
 
@@ -106,6 +106,41 @@ def test_the_store_extra_provides_every_module_the_store_imports_at_load_time():
             if not {canonicalize_name(d) for d in dists.get(top, [top])} & provided:
                 missing.add(f"{path.name}: {module}")
     assert missing == set()
+
+
+def test_the_serve_extra_provides_every_module_the_reward_service_imports():
+    """`pip install '.[serve]'` gives `reflectrm serve` without the UI: every import of reflectrm.serving's
+    server side, the lazy ones included, is in the core install or the serve extra (not gradio's closure)."""
+    provided = _distribution_closure({r.name for r in CORE + EXTRAS["serve"]})
+    assert "gradio" not in provided
+    dists = metadata.packages_distributions()
+    missing = set()
+    for path in sorted((ROOT / "reflectrm" / "serving").glob("*.py")):
+        if path.name == "client.py":  # the HTTP client a trainer imports: [openai] (httpx), named by `require`
+            continue
+        for module in _all_imports(path):
+            top = module.split(".")[0]
+            if top in sys.stdlib_module_names or top in ("reflectrm", "__future__"):
+                continue
+            if not {canonicalize_name(d) for d in dists.get(top, [top])} & provided:
+                missing.add(f"{path.name}: {module}")
+    assert missing == set()
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module `path` imports, inside functions too, and every `require("module", ...)`."""
+    import ast
+
+    names = set()
+    for sub in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(sub, ast.Import):
+            names.update(a.name for a in sub.names)
+        elif isinstance(sub, ast.ImportFrom) and sub.level == 0 and sub.module:
+            names.add(sub.module)
+        elif (isinstance(sub, ast.Call) and getattr(sub.func, "id", None) == "require" and sub.args
+              and isinstance(sub.args[0], ast.Constant)):
+            names.add(sub.args[0].value)
+    return names
 
 
 def _top_level_imports(path: Path) -> set[str]:

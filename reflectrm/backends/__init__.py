@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from reflectrm.backends.base import Backend, Completion, GenerationRequest, SamplingParams
+from reflectrm.backends.config import BACKENDS, BackendConfig
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.defaults import default_model
 from reflectrm.errors import ConfigError
-
-BACKENDS = ("transformers", "vllm", "openai")
 
 
 def load_backend(model: str | None = None, *, backend: str = "transformers", **kw: Any) -> Backend:
@@ -32,7 +31,7 @@ def load_backend(model: str | None = None, *, backend: str = "transformers", **k
     raise ConfigError(f"backend {backend!r} is unknown: use one of {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "Backend", "Completion", "GenerationRequest", "SamplingParams", "ScriptedBackend", "load_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendConfig", "Completion", "GenerationRequest", "SamplingParams", "ScriptedBackend", "load_backend"]
 
 
 def _load_engine_backend(model: str | None, *, backend: str, **kw: Any) -> Backend:

@@ -26,7 +26,7 @@ from typing import Any
 from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text
 from reflectrm.errors import InputError, require
 from reflectrm.eval.labels import check_scheme, read_label
-from reflectrm.inputs import MAX_ROWS, byte_lines, decode, loads, open_regular, read_text
+from reflectrm.inputs import MAX_ROWS, byte_lines, check_text, decode, loads, open_regular, read_text
 
 PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
@@ -77,6 +77,9 @@ def rows_or_errors(path: Path, *, split: str | None = None) -> Iterator[tuple[in
     if not os.path.lexists(path):
         raise InputError(f"data file {str(path)!r} does not exist: check the path")
     kind = file_kind(path)
+    if kind is None and path.is_dir():
+        raise InputError(f"{str(path)!r} is a folder, not a `datasets` folder (saved with save_to_disk): "
+                         "check the path")
     if kind is None:
         raise InputError(f"{path.name}: unknown file type: give .jsonl, .json, .csv, .parquet or a `datasets` folder")
     if kind == "datasets":
@@ -159,6 +162,8 @@ def load_pairs(
             if isinstance(row, InputError):
                 raise row
             pair = PreferencePair.from_dict(record(row, mapping, labels=labels, default_source=default_source))
+            for text in (*(m.content for m in pair.conversation), pair.response_1, pair.response_2):
+                check_text(text, where="")
             if pair.id in seen:
                 raise InputError(f"id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id")
         except InputError as exc:
@@ -171,7 +176,7 @@ def load_pairs(
     if not pairs:
         why = f" ({len(skipped)} invalid row(s) skipped, the first: row {skipped[0][0]}: {skipped[0][1]})" \
             if skipped else ""
-        kind = "valid rows" if skipped else "rows"
+        kind = "valid pairs" if skipped else "pairs"
         raise InputError(f"{path} holds no {kind}{why}: add rows with a query, response_1 and response_2")
     return PairFile(pairs=pairs, skipped=skipped)
 

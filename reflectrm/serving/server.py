@@ -239,7 +239,7 @@ def parse_json(body: bytes) -> Any:
 
 def build_app(service: RewardService) -> Any:
     """The FastAPI application over `service`."""
-    fastapi = require("fastapi", extra="ui")
+    fastapi = require("fastapi", extra="serve")
     from fastapi.responses import JSONResponse, PlainTextResponse
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import ClientDisconnect, Request
@@ -363,7 +363,7 @@ def build_app(service: RewardService) -> Any:
 
 def serve(service: RewardService, *, host: str, port: int) -> None:
     """Run the service with uvicorn; SIGTERM or Ctrl-C drains it (`RewardService.drain`), a second one stops at once."""
-    uvicorn = require("uvicorn", extra="ui")
+    uvicorn = require("uvicorn", extra="serve")
     server = draining_server(uvicorn.Config(build_app(service), host=host, port=port, log_level="warning",
                                             timeout_keep_alive=30, timeout_graceful_shutdown=10), service)
     server.run()

@@ -21,8 +21,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from reflectrm import cli as judge_cli
 from reflectrm import flags
+from reflectrm.cli import add_backend_flags, backend_options
 from reflectrm.errors import InputError
+from reflectrm.eval.readers import read_pairs
 from reflectrm.flags import Flag, add_config_flags
 from reflectrm.training.data import SUBSAMPLE, DataConfig
 from reflectrm.training.grpo import OBJECTIVES, TrainConfig
@@ -63,13 +66,12 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
                    help="training rows from elsewhere (a dataset folder or JSONL, e.g. the store's hf export of "
                         "human-correction examples); repeatable; kept over generated rows on a clash")
     p.add_argument("--eval", type=Path, help="JSONL of evaluation pairs: refuse data that shares a conversation with them")
-    p.add_argument("--model", help="the judge to roll out (default: the bundled demo judge)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--batch-size", type=int, default=8, help="pairs rolled out together (default 8)")
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
     add_config_flags(p.add_argument_group("data (DataConfig: one flag per field, defaults from the paper)"),
                      DataConfig, extra=DATA_FLAGS)
+    add_backend_flags(p)  # the judge that rolls out, as `judge` and `eval` name it
     p.set_defaults(func=cmd_build_data)
 
 
@@ -77,6 +79,7 @@ TRAIN_FLAGS = {
     "learning_rate": Flag(names=("--lr",)),
     "vllm_mode": Flag(choices=("colocate", "server")),
     "scale_rewards": Flag(choices=("group", "batch", "none")),
+    "cpu_threads": Flag(name="--threads", renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve
 }
 """What the training flags add to `TrainConfig`'s fields; every other flag, default and help comes from the class."""
 
@@ -118,22 +121,20 @@ def data_config_from_args(args: argparse.Namespace) -> DataConfig:
 
 
 def cmd_build_data(args: argparse.Namespace) -> int:
-    from reflectrm.cli import read_pairs
     from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
 
     config = data_config_from_args(args)
+    backend_options(args)  # a bad model or backend flag fails before anything is read
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
     # Every input is read and checked before the model loads and rolls out (minutes on a real judge).
     _check_out_folder(args.out)
     judgments = _read_judgments(args.judgments) if args.judgments else []
-    pairs = read_pairs(args.pairs) if args.pairs is not None else []
+    pairs = read_pairs(args.pairs, source="") if args.pairs is not None else []
     extra = [e for path in args.extra for e in read_examples(path, origin=path.name)]
-    eval_pairs = read_pairs(args.eval) if args.eval else []
+    eval_pairs = read_pairs(args.eval, source="") if args.eval else []
     if args.pairs is not None:
-        from reflectrm.backends import load_backend
-
-        backend = load_backend(args.model, device=args.device)
+        backend = judge_cli.load_judge(args)
         judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size, progress=_progress_bar())
     built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
     snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
