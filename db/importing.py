@@ -31,7 +31,7 @@ def read_pair_file(
     Raises:
         InputError: the file is missing, of an unknown type, empty, or a row is malformed (named by number).
     """
-    return read_pairs(Path(path), mapping=mapping, labels=labels, source=source, split=split)
+    return read_pairs(Path(path), mapping=mapping, labels=labels, source=source, split=split, for_judging=False)
 
 
 def load_pair_file(
@@ -44,5 +44,5 @@ def load_pair_file(
     skip_invalid: bool = False,
 ) -> PairFile:
     """`read_pair_file` with the rows skipped under `skip_invalid` (row number, reason) and the label counts."""
-    return load_pairs(Path(path), mapping=mapping, labels=labels, source=source, split=split,
+    return load_pairs(Path(path), mapping=mapping, labels=labels, source=source, split=split, for_judging=False,
                       skip_invalid=skip_invalid)

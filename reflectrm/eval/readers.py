@@ -127,13 +127,16 @@ def read_pairs(
     labels: str = "auto",
     source: str | None = None,
     split: str | None = None,
+    for_judging: bool = True,
 ) -> list[PreferencePair]:
     """Every pair of a file, validated; `source` applies to rows that give none (default: the file's stem).
+    `for_judging` refuses text a model cannot read (a lone surrogate); the store keeps such text as written.
 
     Raises:
         InputError: as `read_rows`, or the file is empty, a row is malformed, or two rows share an id.
     """
-    return load_pairs(path, mapping=mapping, labels=labels, source=source, split=split).pairs
+    return load_pairs(path, mapping=mapping, labels=labels, source=source, split=split,
+                      for_judging=for_judging).pairs
 
 
 def load_pairs(
@@ -144,6 +147,7 @@ def load_pairs(
     source: str | None = None,
     split: str | None = None,
     skip_invalid: bool = False,
+    for_judging: bool = True,
 ) -> PairFile:
     """`read_pairs` with its skipped rows: strict by default; `skip_invalid` skips each invalid row with its reason.
 
@@ -162,7 +166,8 @@ def load_pairs(
             if isinstance(row, InputError):
                 raise row
             pair = PreferencePair.from_dict(record(row, mapping, labels=labels, default_source=default_source))
-            for text in (*(m.content for m in pair.conversation), pair.response_1, pair.response_2):
+            for text in (*(m.content for m in pair.conversation), pair.response_1, pair.response_2) \
+                    if for_judging else ():
                 check_text(text, where="")
             if pair.id in seen:
                 raise InputError(f"id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id")
