@@ -27,8 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from harness import finish, load_line, parser, stopwatch
@@ -38,7 +36,7 @@ sys.path.insert(0, str(REPO))  # the launcher and the Chromium settings the brow
 
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
-from tests.app.browser import app_env, free_port, launch_chromium, wait_ready  # noqa: E402
+from tests.app.browser import app_env, app_process, launch_chromium  # noqa: E402
 
 VIEWPORT = {"width": 1280, "height": 1000}
 REVIEWED = 10
@@ -57,22 +55,6 @@ def seed(db_url: str, folder: Path, *, items: int) -> None:
     cmd = [sys.executable, "-m", "reflectrm_app.cli", "judge", "--input", str(pairs), "--output",
            str(folder / "judged.jsonl"), "--db", db_url, "--threads", "1"]
     subprocess.run(cmd, cwd=REPO, env=app_env(db_url), check=True, stdout=subprocess.DEVNULL)
-
-
-@contextmanager
-def app_process(db_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`reflectrm app` on a free port with its process (killed at the end, or earlier, as a crash would)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "reflectrm_app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=app_env(db_url), stdout=out, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_ready(url + "/", proc, timeout_s=WAIT_MS / 1000)
-            yield url, proc
-        finally:
-            proc.kill()
-            proc.wait()
 
 
 def labels(db_url: str) -> dict[int, int]:
@@ -255,7 +237,7 @@ def interrupted_run(browser, db_url: str, folder: Path, *, shots: Path | None) -
         with JudgmentStore.open(db_url) as store:
             return EvalStore(store).runs()
 
-    with app_process(db_url, folder / "app.log") as (url, proc):
+    with app_process(db_url, folder / "app.log", timeout_s=WAIT_MS / 1000) as (url, proc):
         page = browser.new_page(viewport=VIEWPORT)
         page.goto(url, timeout=WAIT_MS)
         keys = Keyboard(page)
@@ -276,7 +258,7 @@ def interrupted_run(browser, db_url: str, folder: Path, *, shots: Path | None) -
         page.close()
     left = runs()[0]
     restart = stopwatch()
-    with app_process(db_url, folder / "app.log") as (url, _):
+    with app_process(db_url, folder / "app.log", timeout_s=WAIT_MS / 1000) as (url, _):
         page = browser.new_page(viewport=VIEWPORT)
         page.goto(url, timeout=WAIT_MS)
         keys = Keyboard(page)
@@ -312,7 +294,7 @@ def main() -> int:
         browser = launch_chromium(p)
         try:
             launched = stopwatch()
-            with app_process(db_url, folder / "app.log") as (url, _):
+            with app_process(db_url, folder / "app.log", timeout_s=WAIT_MS / 1000) as (url, _):
                 http_ready = launched.seconds
                 page = browser.new_page(viewport=VIEWPORT)
                 figures = review_session(page, url, known=known, shots=args.shots)

@@ -104,3 +104,20 @@ class ProxyTrap:
 
 def launch_chromium(playwright):  # noqa: ANN001, ANN201
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+@contextmanager
+def app_process(db_url: str, log: Path, *, timeout_s: float = 90.0) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`reflectrm app` on a free port with its process, its output appended to `log`; killed at the end (a caller
+    may kill it earlier, as a crash would). `timeout_s` bounds the wait for its first page."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "reflectrm_app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=app_env(db_url), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_ready(url + "/", proc, timeout_s=timeout_s)
+            yield url, proc
+        finally:
+            proc.kill()
+            proc.wait()

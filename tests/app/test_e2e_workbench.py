@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,7 +21,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: 
 from reflectrm_db.evaluation import EvalRunRecord, EvalStore  # noqa: E402
 from reflectrm_db.services import JudgmentStore  # noqa: E402
 from tests.app.browser import (  # noqa: E402
-    CHROMIUM, REPO, app_env, free_port, launch_chromium, running_app, wait_ready,
+    CHROMIUM, app_process, launch_chromium, running_app,
 )
 from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, value, wait_value  # noqa: E402
 
@@ -113,22 +110,6 @@ def test_the_confidence_plot_draws_filled_bars_and_a_legend_on_a_fresh_page(page
 
 
 # --- evaluation runs across an app restart -------------------------------------------------------------------------
-
-
-@contextmanager
-def app_process(db_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`reflectrm app` on a free port, with its process (a test may kill it, as a crash would)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "reflectrm_app.cli", "app", "--host", "127.0.0.1", "--port", str(port)]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=app_env(db_url), stdout=out, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_ready(url + "/", proc)
-            yield url, proc
-        finally:
-            proc.kill()
-            proc.wait()
 
 
 def eval_runs(db_url: str) -> list[EvalRunRecord]:
