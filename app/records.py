@@ -174,7 +174,8 @@ class Mix:
     def advice(self) -> str:
         want_pref, want_refl = PAPER_MIX
         if not self.preference and not self.reflection:
-            return "No active examples yet: correct judgments in the Review queue."
+            return ("No active examples yet: correct judgments in the Review queue, or add the paper's examples "
+                    "from a labelled data set's judgments.")
         if self.preference * want_refl == self.reflection * want_pref:
             return "The mix matches the paper's 4:1."
         if self.preference * want_refl > self.reflection * want_pref:

@@ -36,7 +36,9 @@ from reflectrm_app.resources import CancelTokens, GuardedBackend, ModelHolder, R
 from reflectrm_app.settings import AppSettings
 from reflectrm_app.training import TrainingService, default_runs_dir
 from reflectrm_db.derivation import Mark
-from reflectrm_db.records import CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, SnapshotRecord, StoredJudgment
+from reflectrm_db.records import (
+    CorrectionRecord, ExampleKind, ImportReport, JudgmentSummary, LabelledDerivation, SnapshotRecord, StoredJudgment,
+)
 from reflectrm_db.services import JudgmentStore
 from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.backends.base import Backend
@@ -509,6 +511,21 @@ class AppServices:
         verdicts = {c.id: c.verdict for c in self.store.corrections(correction_ids=wanted)} if wanted else {}
         return [_example_row(r, stored.get(r.judgment_id or -1), verdicts.get(r.correction_id or -1))
                 for r in records]
+
+    def derive_from_labels(self, source: str, *, seed: int = 0) -> LabelledDerivation:
+        """The paper's training data from the active judge's own judgments of a labelled data set's pairs (judge them
+        first: Evaluate the data set, or audit it): a preference example per pair the judge's samples did not all
+        get right, and one reflection pair (a right against a wrong analysis) where they disagree. Pairs a person
+        corrected keep only their correction's examples; a second run adds only what is new."""
+        if not source:
+            raise InputError("pick a labelled data set whose judgments to learn from (Evaluate it first)")
+        if source not in self.store.sources():
+            raise InputError(f"data set {source!r} does not exist: pick one from the list")
+        report = self.store.derive_from_labels(source=source, model=self._backend().model_id, seed=seed)
+        if not report.judgments:
+            raise InputError(f"data set {source!r} has no labelled pairs judged with samples by the active judge "
+                             f"({self.active_judge_label()}): evaluate it with the reflectrm or majority strategy first")
+        return report
 
     def set_excluded(self, kind: ExampleKind, ids: Sequence[int], *, excluded: bool) -> int:
         if not ids:

@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 from reflectrm_db import models as m
 from reflectrm_db import training_rows
 from reflectrm_db.derivation import Analysis, Mark, check_correction
-from reflectrm_db.records import CorrectionRecord, ExampleKind, ExampleRecord, SnapshotRecord
-from reflectrm_db.repository import get_pairs, seen_pair
+from reflectrm_db.records import CorrectionRecord, ExampleKind, ExampleRecord, LabelledDerivation, SnapshotRecord
+from reflectrm_db.repository import get_judgments, get_pairs, seen_pair
 from reflectrm_db.types import utcnow
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError
@@ -240,6 +240,72 @@ def _wanted_examples(session: Session, row: m.Correction) -> dict[ExampleKind, d
                               "label": choice.label, "content_hash": digest}
     preference = {preference_hash: {**provenance, "label": row.verdict, "content_hash": preference_hash}}
     return {"preference": preference, "reflection": reflection}
+
+
+# --- the paper's recipe on labelled judgments ------------------------------------------------------
+
+def derive_from_labels(
+    session: Session, *, source: str | None, model: str | None, seed: int
+) -> LabelledDerivation:
+    """Derive the paper's training examples from the judge's own rollouts of labelled pairs.
+
+    For each labelled pair (of data set `source`, if given) the newest judgment in the pair's own order with
+    sampled rollouts (by `model`, if given) yields what `reflectrm.training.data` builds from a benchmark: a
+    preference example unless every sample was right, and one reflection pair (a right against a wrong
+    analysis) where the samples disagree. Pairs a person corrected are left out (the correction derives
+    theirs). Examples derived before are not added twice; run again after judging more pairs.
+    """
+    from reflectrm.training import data as recipe_data
+
+    j, p, c = m.Judgment, m.Pair, m.Correction
+    sampled = select(m.Sample.id).where(m.Sample.judgment_id == j.id, m.Sample.greedy.is_(False)).exists()
+    newest = select(func.max(j.id)).join(p, p.id == j.pair_id).where(
+        p.label.is_not(None), j.swapped.is_(False), sampled)
+    if source is not None:
+        newest = newest.where(p.source == source)
+    if model is not None:
+        newest = newest.where(j.model == model)
+    ids = sorted(session.scalars(newest.group_by(j.pair_id)))
+    corrected_pairs = set(session.scalars(
+        select(j.pair_id).join(c, c.judgment_id == j.id).where(c.active.is_(True))))
+    known = {kind: set(session.scalars(select(model_.content_hash).where(model_.correction_id.is_(None))))
+             for kind, model_ in EXAMPLE_MODELS.items()}
+    counts = dict.fromkeys(("judgments", "easy", "corrected", "preference", "reflection", "already_present"), 0)
+    new: dict[ExampleKind, list[dict[str, Any]]] = {"preference": [], "reflection": []}
+    for chunk in range(0, len(ids), 200):
+        for stored in get_judgments(session, judgment_ids=ids[chunk:chunk + 200]):
+            counts["judgments"] += 1
+            if stored.pair_id in corrected_pairs:
+                counts["corrected"] += 1
+                continue
+            judged = stored.judgment
+            rendering = recipe.Rendering.from_config(judged.config)
+            config = recipe_data.DataConfig(seed=seed, control_suffix=rendering.control_suffix,
+                                            critique_includes_verdict=rendering.critique_includes_verdict)
+            if recipe_data.dropped(judged, config=config) is not None:
+                counts["easy"] += 1
+                continue
+            derived = recipe_data.derive(judged, config=config, origins=(training_rows.LABEL_ORIGIN,) * 2)
+            sample_id = {r.index: sid for r, sid in zip(judged.rollouts, stored.sample_ids) if not r.greedy}
+            provenance = {"pair_id": stored.pair_id, "correction_id": None, "judgment_id": stored.id}
+            wanted: list[tuple[ExampleKind, str, dict[str, Any]]] = [
+                ("preference", recipe.example_hash(derived.preference), {"label": judged.pair.label})]
+            wanted += [("reflection", recipe.example_hash(example),
+                        {"label": choice.label, "critique_1_id": sample_id[choice.critique_1],
+                         "critique_2_id": sample_id[choice.critique_2]})
+                       for choice, example in derived.reflection]
+            for kind, digest, values in wanted:
+                if digest in known[kind]:
+                    counts["already_present"] += 1
+                    continue
+                known[kind].add(digest)
+                new[kind].append({**provenance, **values, "content_hash": digest})
+    now = utcnow()
+    for kind, rows in new.items():
+        counts[kind] = len(rows)
+        if rows:
+            session.execute(insert(EXAMPLE_MODELS[kind]), [{**r, "created_at": now, "state": "active"} for r in rows])
+    return LabelledDerivation(**counts)
 
 
 def get_corrections(

@@ -140,6 +140,26 @@ class ImportReport:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LabelledDerivation:
+    """What deriving the paper's examples from labelled judgments did (`JudgmentStore.derive_from_labels`).
+
+    Attributes:
+        judgments: labelled pairs' judgments read (the newest in the pair's own order, one per pair).
+        easy: of those, judgments whose every sample was right (the paper drops them: nothing to learn).
+        corrected: pairs left out because a person corrected one of their judgments (their word stands).
+        preference, reflection: examples added.
+        already_present: examples derived before (kept as they are, excluded ones stay excluded).
+    """
+
+    judgments: int
+    easy: int
+    corrected: int
+    preference: int
+    reflection: int
+    already_present: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingRunRecord:
     """A training run as stored (the run folder holds the live detail: `reflectrm.training.runs`).
 

@@ -35,6 +35,7 @@ from reflectrm_db.records import (
     ExampleRecord,
     ImportReport,
     JudgmentSummary,
+    LabelledDerivation,
     SnapshotRecord,
     StoredJudgment,
     StoredPair,
@@ -407,6 +408,13 @@ class JudgmentStore:
                 source=source, since=since, until=until, newest_first=newest_first,
             )
         )
+
+    def derive_from_labels(self, *, source: str | None = None, model: str | None = None,
+                           seed: int = 0) -> LabelledDerivation:
+        """The paper's training examples from the judge's rollouts of labelled pairs (`curation.derive_from_labels`):
+        a preference example per pair whose samples were not all right, a reflection pair where they disagree.
+        `source` and `model` narrow which judgments are read; `seed` picks the reflection pairs. One transaction."""
+        return self._write(lambda s: curation.derive_from_labels(s, source=source, model=model, seed=seed))
 
     def example_counts(self, *, states: Sequence[str] = ("active",)) -> dict[ExampleKind, int]:
         """Examples per kind in `states`."""

@@ -22,6 +22,8 @@ from reflectrm.training.recipe import Analysis, Rendering, TrainingExample
 
 KINDS = ("preference", "reflection")  # the order a snapshot's rows are in: preference examples first, by id
 _BATCH = 1000  # rows per database read
+LABEL_ORIGIN = "label"
+"""The `origin` of an example derived from a labelled pair's judgment (the label as the verdict), not a correction."""
 
 
 def example_rows(
@@ -55,7 +57,7 @@ def stored_example(
 ) -> TrainingExample:
     """A stored example rendered by the recipe, with the prompt options its judgment was made with."""
     rendering = Rendering.from_config(config)
-    origin = "correction" if row.correction_id is not None else "judgment"
+    origin = "correction" if row.correction_id is not None else LABEL_ORIGIN
     if critiques is None:
         return recipe.preference_example(pair, label=row.label, rendering=rendering, origin=origin)
     shown = tuple(Analysis(c.id, c.analysis, c.prediction) for c in critiques)
@@ -67,7 +69,7 @@ def training_rows(
 ) -> Iterator[dict[str, Any]]:
     """TRL conversational rows of one kind: the recipe's row plus `example_id` (the store's row id).
 
-    `origin` is "correction" ("judgment" for an example derived without one); `pair_id` is the
+    `origin` is "correction", or "label" for an example derived from a labelled pair's judgment; `pair_id` is the
     pair's own id, as `reflectrm.training.data` rows carry it.
     """
     for row, pair, critiques, config in example_rows(session, kind=kind, states=states, snapshot_id=snapshot_id):

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from reflectrm_app.records import (
     AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView, model_name,
 )
-from reflectrm_db.records import CorrectionRecord, JudgmentSummary, SnapshotRecord, TrainingRunRecord
+from reflectrm_db.records import CorrectionRecord, JudgmentSummary, LabelledDerivation, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
 from reflectrm.render import stage2_text
@@ -434,6 +434,15 @@ def mix_text(mix: Mix) -> str:
     ratio = "n/a (no reflection pairs)" if mix.ratio is None else f"{mix.ratio:.2f}:1"
     return (f"Active: {mix.preference} preference example(s), {mix.reflection} reflection pair(s); "
             f"Pref:Refl = {ratio} (paper: 4:1). {mix.advice()}")
+
+
+def labelled_derivation_text(source: str, r: LabelledDerivation) -> str:
+    """What "Add the paper's examples" did, in one line."""
+    skipped = [f"{r.easy} all right (nothing to learn)"] + ([f"{r.corrected} corrected by a person"] if r.corrected
+                                                             else [])
+    again = f"; {r.already_present} were added before" if r.already_present else ""
+    return (f"{source}: {r.judgments} judged pair(s) read, {', '.join(skipped)}: added {r.preference} preference "
+            f"example(s) and {r.reflection} reflection pair(s){again}")
 
 
 def snapshot_mix_text(snapshots: Sequence[SnapshotRecord], name: str, planned: DataMix | None = None) -> str:

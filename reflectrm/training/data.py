@@ -184,14 +184,27 @@ def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingE
     return recipe.preference_example(pair, label=pair.label, rendering=config.rendering)
 
 
-def derive(j: Judgment, *, config: DataConfig) -> recipe.DerivedExamples:
+def derive(j: Judgment, *, config: DataConfig,
+           origins: tuple[str, str] = ("preference", "reflection")) -> recipe.DerivedExamples:
     """The recipe on one judged pair: the correction path's function with the label as the verdict, no marks
-    and one reflection pair (the paper's), over the sampled rollouts."""
+    and one reflection pair (the paper's), over the sampled rollouts (keyed by `Rollout.index`)."""
     analyses = [Analysis(r.index, r.analysis, r.prediction) for r in _sampled(j)]
     return recipe.derive_examples(
         j.pair, analyses, verdict=j.pair.label, max_pairs=1, rendering=config.rendering,  # type: ignore[arg-type]
         seed=_derive_seed(config.seed, j.pair.fingerprint(), "reflection"),
-        unparseable_is_wrong=config.unparseable_is_incorrect)
+        unparseable_is_wrong=config.unparseable_is_incorrect, origins=origins)
+
+
+def dropped(j: Judgment, *, config: DataConfig) -> str | None:
+    """Why the paper's recipe takes nothing from a labelled, judged pair ("easy": every sample right; "all_wrong":
+    no sample right, when `config.keep_all_wrong` is off), or None when it derives examples from it."""
+    samples = _sampled(j)
+    right = sum(r.prediction == j.pair.label for r in samples)
+    if samples and right == len(samples):
+        return "easy"
+    if right == 0 and not config.keep_all_wrong:
+        return "all_wrong"
+    return None
 
 
 def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | None:
@@ -220,11 +233,12 @@ def examples_from_rollouts(
         unparseable = sum(r.prediction is None for r in samples)
         wrong = len(samples) - right - (0 if config.unparseable_is_incorrect else unparseable)
         counts["items"] += 1
-        if samples and right == len(samples):
+        reason = dropped(j, config=config)
+        if reason == "easy":
             counts["easy_dropped"] += 1
             continue
         counts["all_wrong"] += right == 0
-        if right == 0 and not config.keep_all_wrong:
+        if reason is not None:
             continue
         derived = derive(j, config=config)
         pref.append(derived.preference)

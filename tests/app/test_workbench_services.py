@@ -378,3 +378,22 @@ def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(
     assert snapshot.num_reflection * 4 > snapshot.num_preference
     assert text.startswith("**Below the paper's 4:1 mix.**") and "add" in text
     assert views.snapshot_mix_text(services.snapshots(), "no-such") == ""
+
+
+def test_the_papers_examples_come_from_an_evaluated_labelled_data_set(services: AppServices) -> None:
+    from reflectrm_app.evaluation import EvaluationService
+    from tests.db.helpers import make_pairs
+
+    services.store.add_pairs(make_pairs(6, prefix="lab"))  # data set "tests"
+    with pytest.raises(InputError, match="evaluate it with the reflectrm or majority strategy first"):
+        services.derive_from_labels("tests")  # nothing judged yet
+    with pytest.raises(InputError, match="'nope' does not exist"):
+        services.derive_from_labels("nope")
+    evaluation = EvaluationService(services)
+    evaluation.run(evaluation.request("data set: tests", strategies=("reflectrm",)), cancel=threading.Event())
+    report = services.derive_from_labels("tests")
+    assert report.judgments == 6 and report.preference == 6 - report.easy and report.preference > 0
+    assert services.derive_from_labels("tests").already_present == report.preference + report.reflection
+    snapshot = services.snapshot("paper-recipe")
+    assert (snapshot.num_preference, snapshot.num_reflection) == (report.preference, report.reflection)
+    assert services.training.data_mix("paper-recipe").replay == 0  # its own preference examples: nothing replayed

@@ -44,12 +44,16 @@ def build(wb: Workbench, tab: Any) -> None:
         ids = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")
         exclude = gr.Button("Exclude", elem_id="curate-exclude")
         restore = gr.Button("Restore", elem_id="curate-restore")
+    with gr.Row():
+        labelled = gr.Dropdown(label="Labelled data set (judged with samples)", choices=[], value=None,
+                               allow_custom_value=True, scale=3, elem_id="curate-labelled-source")
+        from_labels = gr.Button("Add the paper's examples from its judgments", scale=2, elem_id="curate-from-labels")
     status = gr.Textbox(label="Status", interactive=False, elem_id="curate-status")
     snapshots, export = _snapshot_and_export_widgets()
     rows_state = gr.State([])
 
     filter_inputs = [kind, source, states, since, until, agreement, search]
-    listing = [table, mix, mix_plot, snapshots["table"], source, export["snapshot"], rows_state, status]
+    listing = [table, mix, mix_plot, snapshots["table"], source, export["snapshot"], rows_state, labelled, status]
 
     def list_examples(k, src, st, s_from, s_to, agree, text):
         try:
@@ -58,12 +62,12 @@ def build(wb: Workbench, tab: Any) -> None:
         except ReflectRMError as exc:
             return {**unchanged(listing), status: f"error: {exc}"}
         rows = services.browse(k, filters)
-        m, snaps = services.mix(), services.snapshots()
+        m, snaps, sources = services.mix(), services.snapshots(), services.sources()
         return dict(zip(listing, [
             views.examples_frame(rows), views.mix_text(m), views.mix_frame(m), views.snapshots_frame(snaps),
-            gr.update(choices=[ANY_SOURCE, *services.sources()]),
+            gr.update(choices=[ANY_SOURCE, *sources]),
             gr.update(choices=[NO_SNAPSHOT, *(s.name for s in snaps)]),
-            [example_detail(r) for r in rows], f"{len(rows)} {k} example(s) shown"]))
+            [example_detail(r) for r in rows], gr.update(choices=sources), f"{len(rows)} {k} example(s) shown"]))
 
     def select_row(current_ids, rows, evt: gr.SelectData):
         k = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
@@ -92,6 +96,13 @@ def build(wb: Workbench, tab: Any) -> None:
                 f"(hash {snap.content_hash[:16]})")
         return {**list_examples(*filters), status: note}
 
+    def add_from_labels(data_set, *filters):
+        try:
+            report = services.derive_from_labels(data_set or "")
+        except ReflectRMError as exc:
+            return {**unchanged(listing), status: f"error: {exc}"}
+        return {**list_examples(*filters), status: views.labelled_derivation_text(data_set, report)}
+
     def export_file(k, fmt, snap, inactive):
         try:
             path = services.export(k, fmt=fmt, snapshot=snap or "", include_inactive=bool(inactive))
@@ -108,6 +119,7 @@ def build(wb: Workbench, tab: Any) -> None:
     for trigger in (snapshots["button"].click, snapshots["name"].submit):
         trigger(take_snapshot, [snapshots["name"], snapshots["note"], *filter_inputs], listing,
                 api_visibility="private")
+    from_labels.click(add_from_labels, [labelled, *filter_inputs], listing, api_visibility="private")
     export["button"].click(export_file, [export["kind"], export["format"], export["snapshot"], export["inactive"]],
                            [export["file"], status], api_visibility="private")
 
