@@ -305,9 +305,13 @@ class TrainingService:
     def replay_pool(self, snapshot: SnapshotRecord, *, exclude: frozenset[str] = frozenset()) -> list[Any]:
         """Preference examples replayed from the judge's own rollouts: for each labelled pair the snapshot does not
         hold, its newest judgment (in the pair's own order) whose sampled rollouts were not all right (the paper
-        drops easy items); none whose prompt key is in `exclude`. Newest first."""
+        drops easy items); none whose prompt key is in `exclude`, and none whose conversation an evaluation run
+        judged (training on it would inflate what that run measures). Newest first."""
+        from reflectrm_db.evaluation import EvalStore
+        from reflectrm.training.data import context_key
         from reflectrm.training.recipe import Rendering, preference_example
 
+        measured = {context_key(p) for p in EvalStore(self.store).evaluated_pairs()}
         members = self.store.snapshot_members(snapshot.id)
         held: set[int] = set()
         for kind, ids in members.items():
@@ -323,6 +327,8 @@ class TrainingService:
             samples = [r for r in j.rollouts if not r.greedy]
             if stored.pair_id in pairs or j.pair.label is None or all(r.prediction == j.pair.label for r in samples):
                 continue  # `all` of no samples is True: a greedy judgment has no rollouts to learn from
+            if measured and context_key(j.pair) in measured:
+                continue
             example = preference_example(j.pair, label=j.pair.label, rendering=Rendering.from_config(j.config),
                                          origin="replay")
             if example.key not in keys:

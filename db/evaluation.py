@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from reflectrm_db import models as m
 from reflectrm_db import repository
 from reflectrm_db.types import utcnow
-from reflectrm.core.types import Judgment
+from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import InputError
 from reflectrm.eval.scoring import Batch, ItemResult
 
@@ -99,6 +99,16 @@ def get_items(session: Session, *, run_id: int) -> list[ItemResult]:
     return [ItemResult(**{k: v for k, v in row._mapping.items() if k in keep}) for row in rows]
 
 
+def evaluated_pairs(session: Session) -> list[PreferencePair]:
+    """Every pair some evaluation run judged (in its own order): what training must not learn from, or the
+    runs that measured it would measure what was trained on."""
+    stmt = (select(m.Judgment.pair_id).join(m.EvalItem, m.EvalItem.judgment_id == m.Judgment.id)
+            .distinct().order_by(m.Judgment.pair_id))
+    ids = list(session.scalars(stmt))
+    pairs = repository.get_pairs(session, pair_ids=ids)
+    return [pairs[i] for i in ids]
+
+
 def mark_interrupted(session: Session, *, error: str) -> list[int]:
     """Runs still marked running (their process ended without finishing them) marked interrupted; their ids."""
     ids = list(session.scalars(select(m.EvalRun.id).where(m.EvalRun.status == "running")))
@@ -162,6 +172,10 @@ class EvalStore:
     def mark_interrupted(self, *, error: str) -> list[int]:
         """Runs left "running" by a process that ended marked "interrupted" (call once at start-up)."""
         return self.store._write(lambda s: mark_interrupted(s, error=error))
+
+    def evaluated_pairs(self) -> list[PreferencePair]:
+        """The pairs evaluation runs judged (`evaluated_pairs`)."""
+        return self.store._read(evaluated_pairs)
 
     def get(self, run_id: int) -> EvalRunRecord:
         return self.store._read(lambda s: get_run(s, run_id=run_id))

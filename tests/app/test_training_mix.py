@@ -147,3 +147,35 @@ def test_replay_skips_easy_items_and_greedy_judgments(tmp_path: Path) -> None:
         assert sorted(e.pair_id for e in services.training.replay_pool(empty)) == ["hard-0", "hard-1", "hard-2"]
     finally:
         services.close()
+
+
+def test_replay_never_takes_a_conversation_an_evaluation_run_measured(tmp_path: Path) -> None:
+    """Pairs of an evaluated data set are never replayed, nor the same conversation judged again in the Judge tab
+    from another data set: training on them would inflate what the evaluation measured."""
+    import threading
+
+    from reflectrm_app.evaluation import EvaluationService
+    from reflectrm.backends import ScriptedBackend
+    from reflectrm.backends.base import Completion
+    from reflectrm.core.types import PreferencePair
+    from tests.app.conftest import make_services
+    from tests.conftest import response_output
+    from tests.db.helpers import make_pairs
+
+    backend = ScriptedBackend(lambda prompt, seed, params: Completion(response_output(1, "one"), (-0.1,), 4, "stop"))
+    services = make_services(f"sqlite:///{tmp_path / 'app.db'}", backend, runs_dir=tmp_path / "runs", device="cpu",
+                             cpu_threads=1)
+    try:
+        empty = services.snapshot("empty")
+        measured = make_pairs(3, prefix="heldout", label=2)  # all wrong for this judge: replayable but for the run
+        services.store.add_pairs(measured)
+        evaluation = EvaluationService(services)
+        evaluation.run(evaluation.request("data set: tests", strategies=("majority",)), cancel=threading.Event())
+        again = PreferencePair.from_query(measured[0].query, measured[0].response_1, measured[0].response_2,
+                                          label=2, id="copy", source="elsewhere")
+        services.judge(again)
+        for p in make_pairs(2, prefix="free", label=2):
+            services.judge(p)
+        assert sorted(e.pair_id for e in services.training.replay_pool(empty)) == ["free-0", "free-1"]
+    finally:
+        services.close()
