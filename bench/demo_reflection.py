@@ -43,6 +43,7 @@ from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402
+from reflectrm.eval.metrics import wilson_interval  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge, rejudge_many  # noqa: E402
 from harness import finish, load, parser
 
@@ -98,6 +99,8 @@ def reflection_audit(js: list[Judgment], backend, config: JudgeConfig) -> dict:
         at_first_difference += checks_first_difference(refl.analysis, *(by_index[i].analysis for i in refl.order))
     n = max(1, len(cases))
     return {"decisive_reflections": len(cases), "picks_right": right / n, "same_pick_both_orders": same / n,
+            "picks_right_interval": wilson_interval(right, len(cases)) if cases else None,
+            "same_pick_interval": wilson_interval(same, len(cases)) if cases else None,
             "checks_the_first_difference": at_first_difference / n,
             # a right verdict reached by a wrong analysis (a check worked wrong, mistakes that cancel, or no check
             # at 0 and Response 1 by default) is luck the reflection cannot see; here "the right critique" is right
@@ -191,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                          "reflection's ceiling in a few minutes, to find the build stage worth the full run")
     ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
                     help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
+    ap.add_argument("--card", action="store_true",
+                    help="also write the figures into the model's demo_card.json (its \"eval\": what the card shows)")
     args = ap.parse_args(argv)
     try:
         return run(args)
@@ -286,9 +291,11 @@ def run(args: argparse.Namespace) -> int:
     for name, b in figures["reflectrm_minus"].items():
         print(f"reflectrm - {name:15s} {100 * b['diff']:+5.1f} points  95% CI [{100 * b['lo']:+.1f}, "
               f"{100 * b['hi']:+.1f}]  McNemar p {b['mcnemar_p']:.2g}")
+    lo_r, hi_r = audit["picks_right_interval"] or (0.0, 0.0)
+    lo_s, hi_s = audit["same_pick_interval"] or (0.0, 0.0)
     print(f"reflections between critiques with different verdicts: {audit['decisive_reflections']}, "
-          f"pick the right one {100 * audit['picks_right']:.1f} %, same pick in both orders "
-          f"{100 * audit['same_pick_both_orders']:.1f} %; where the right critique worked the problem rightly "
+          f"pick the right one {100 * audit['picks_right']:.1f} % [{100 * lo_r:.1f}, {100 * hi_r:.1f}], same pick "
+          f"in both orders {100 * audit['same_pick_both_orders']:.1f} % [{100 * lo_s:.1f}, {100 * hi_s:.1f}]; where the right critique worked the problem rightly "
           f"({audit['right_critique_sound']}) {100 * audit['picks_right_where_right_critique_sound']:.1f} %")
     c = figures["reflection_ceiling"]
     print(f"a perfect reflection on these samples {100 * c['accuracy']:.1f} % (greedy {points(c['minus_greedy'])}); "
@@ -308,7 +315,38 @@ def run(args: argparse.Namespace) -> int:
         with args.out.with_suffix(".jsonl").open("w") as f:
             for j in two:
                 f.write(json.dumps(j.to_dict()) + "\n")
+    if args.card:
+        write_card(args.model, figures, argv)
     return finish(figures)
+
+
+def write_card(model: Path, figures: dict, argv: list[str] | None) -> None:
+    """The first block's figures as the judge's card shows them (`eval`), with the command and commit that made
+    them; the card's other keys (its build stages) are kept."""
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    path = Path(model) / "demo_card.json"
+    card = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = ""
+    args = sys.argv[1:] if argv is None else argv
+    card["eval"] = {
+        "command": "python bench/demo_reflection.py " + " ".join(a for a in args if a != "--card"),
+        "commit": commit, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        **{k: figures[k] for k in ("heldout_pairs", "backend", "accuracy", "accuracy_by_kind", "reflectrm_minus",
+                                   "sample_parse_rate", "reflection_parse_rate", "greedy_parse_rate",
+                                   "sample_accuracy", "anchor_accuracy", "load")},
+        "reflection": {k: figures["reflection"][k] for k in ("decisive_reflections", "picks_right",
+                                                              "picks_right_interval", "same_pick_both_orders",
+                                                              "same_pick_interval")},
+    }
+    path.write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote the figures into {path}")
 
 
 if __name__ == "__main__":

@@ -112,3 +112,21 @@ def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_
             bench.main(["--model", str(tmp_path), *extra])
         assert exc.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
     assert (tmp_path / "a-file").read_text() == "keep"
+
+
+def test_card_gets_the_figures_and_keeps_its_build_stages(bench, tmp_path):
+    import json
+
+    stages = [{"stage": 1, "sha256": "ab" * 32}]
+    (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "running-sums", "stages": stages}))
+    keys = ("heldout_pairs", "backend", "accuracy", "accuracy_by_kind", "reflectrm_minus", "sample_parse_rate",
+            "reflection_parse_rate", "greedy_parse_rate", "sample_accuracy", "anchor_accuracy", "load")
+    figures = {k: k for k in keys} | {"heldout_pairs": 600, "reflection": {
+        "decisive_reflections": 10, "picks_right": 0.9, "picks_right_interval": [0.6, 0.98],
+        "same_pick_both_orders": 0.8, "same_pick_interval": [0.49, 0.94], "checks_the_first_difference": 1.0}}
+    bench.write_card(tmp_path, figures, ["--model", str(tmp_path), "--pairs", "600", "--card"])
+    card = json.loads((tmp_path / "demo_card.json").read_text())
+    assert card["stages"] == stages and card["domain"] == "running-sums"
+    assert card["eval"]["command"] == f"python bench/demo_reflection.py --model {tmp_path} --pairs 600"
+    assert card["eval"]["heldout_pairs"] == 600 and card["eval"]["reflection"]["picks_right_interval"] == [0.6, 0.98]
+    assert "checks_the_first_difference" not in card["eval"]["reflection"] and card["eval"]["date"]

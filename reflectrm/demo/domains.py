@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from reflectrm.core.prompts import Task
 from reflectrm.core.types import PreferencePair
 import reflectrm.demo.steps as steps
 import reflectrm.demo.tasks as tasks
@@ -36,6 +37,14 @@ class Domain:
     examples: tuple[tuple[str, str, str], ...]  # (query, response 1, response 2): the Judge tab's examples
     heldout_pairs: Callable[..., list[PreferencePair]]  # (card, n, *, seed, source) -> pairs its build never saw
     reward: str  # the process reward (a `reflectrm.training.rewards.REWARDS` name) that checks its analyses
+    analysis_true: Callable[[PreferencePair, str], bool]  # (pair, analysis) -> it works the pair's problem rightly
+
+
+def _rewards():
+    """`reflectrm.demo.rewards` (it imports the training layer's reward helpers: loaded when first needed)."""
+    import reflectrm.demo.rewards as rewards
+
+    return rewards
 
 
 def _arithmetic_heldout(card: dict[str, Any], n: int, *, seed: int, source: str) -> list[PreferencePair]:
@@ -56,6 +65,7 @@ ARITHMETIC = Domain(
     other_problems=tasks.other_problems, problem_of=tasks.problem_of, stated_value=tasks.stated_value,
     response_example=tasks.response_example, examples=tasks.EXAMPLES, heldout_pairs=_arithmetic_heldout,
     reward="arithmetic",
+    analysis_true=lambda pair, text: _rewards().arithmetic_true(text, tasks.problem_of(pair)),
 )
 """Answers to one addition, subtraction or multiplication (`reflectrm.demo.tasks`): the first demo judge's."""
 
@@ -67,6 +77,7 @@ RUNNING_SUMS = Domain(
     stated_value=lambda response, problem: steps.stated_value(response),
     response_example=steps.response_example, examples=steps.EXAMPLES, heldout_pairs=_running_sum_heldout,
     reward="arithmetic",  # `reflectrm.demo.rewards` checks both domains' equations
+    analysis_true=lambda pair, text: steps.analysis_true(text, steps.chain_of(pair), task=Task.RESPONSE),
 )
 """Running sums of 4-6 steps (`reflectrm.demo.steps`); reflections check the first step two critiques differ on."""
 
