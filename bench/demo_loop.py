@@ -109,23 +109,29 @@ class Loop:
 
     # --- the Evaluate tab -------------------------------------------------------------------------------
 
-    def evaluate(self, data_set: str, *, model: str | None = None, strategies: tuple[str, ...] = EVAL_STRATEGIES):
-        """A stored run of the active judge (or of `model`, a checkpoint, on the app's engine) on a data set."""
+    def evaluate(self, data_set: str, *, checkpoint: Any = None,
+                 strategies: tuple[str, ...] = EVAL_STRATEGIES) -> Any:
+        """A stored run of the active judge (or of `checkpoint`, a backend from `model_backend`) on a data set."""
         clock = stopwatch()
         request = self.evaluation.request(f"data set: {data_set}", strategies=strategies)
-        if model is None:
+        if checkpoint is None:
             run = self.evaluation.run(request, cancel=self.cancel)
         else:
-            backend = self.services.model_backend(model, self.cancel)
-            run = self.evaluation.evals.run(request, backend=backend, config=self.services.settings.judge_config())
-            del backend
-            gc.collect()  # one engine at a time: a vLLM engine's KV cache goes with it
+            run = self.evaluation.evals.run(request, backend=checkpoint, config=self.services.settings.judge_config())
         figures = {s: (run.metrics.get("strategies", {}).get(s, {}).get("accuracy") or {}).get("value")
                    for s in strategies}
-        print(f"    evaluated {data_set} ({'starting judge' if model is None else Path(model).name}): run {run.id}, "
+        print(f"    evaluated {data_set} ({'starting judge' if checkpoint is None else 'checkpoint'}): run {run.id}, "
               f"{run.items_done} items in {clock.stop():.0f} s, " +
               ", ".join(f"{s} {100 * v:.1f} %" for s, v in figures.items() if v is not None))
         return run
+
+    def evaluate_checkpoint(self, model: str, data_sets: list[str]) -> dict[str, Any]:
+        """Runs of a checkpoint on the app's engine (loaded once) on each data set."""
+        backend = self.services.model_backend(model, self.cancel)
+        runs = {s: self.evaluate(s, checkpoint=backend) for s in data_sets}
+        del backend
+        gc.collect()  # one engine at a time: a vLLM engine's KV cache goes with it
+        return runs
 
     def compare(self, before: Any, after: Any, *, what: str, per: int | None = None) -> dict[str, Any]:
         """The Evaluate tab's compare of two runs on the same pairs (its markdown saved beside the figures)."""
@@ -249,36 +255,44 @@ def part_grpo(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     snapshot = loop.services.snapshot("loop-paper", note="the paper's examples from loop-train's judgments")
     final = loop.train(snapshot.name, minutes=a.grpo_minutes, mix="paper", name="grpo")
     loop.exclude_active_examples()  # the corrections' snapshots hold only corrections
-    after = {s: loop.evaluate(s, model=final) for s in ("loop-heldout", "loop-unseen")}
+    after = loop.evaluate_checkpoint(final, ["loop-heldout", "loop-unseen"])
     return {"derived": asdict(derived), "snapshot": snapshot.name,
             "heldout": loop.compare(before["loop-heldout"], after["loop-heldout"], what="grpo-heldout"),
             "unseen": loop.compare(before["loop-unseen"], after["loop-unseen"], what="grpo-unseen")}
 
 
-def arm(loop: Loop, name: str, corrected: list[tuple[int, PreferencePair]], *, mix: str, before: dict[str, Any],
-        snapshot: str | None = None) -> dict[str, Any]:
-    """Train on the corrections' snapshot and compare with the starting judge on every set."""
-    a, d = loop.args, loop.domain
+def corrected_sets(loop: Loop, name: str, corrected: list[tuple[int, PreferencePair]]) -> dict[str, Any]:
+    """The corrected pairs and those problems reworded, as data sets, with the starting judge's runs on them."""
     pairs = [p for _, p in corrected]
-    if snapshot is None:
-        snapshot = loop.services.snapshot(f"loop-{name}", note=f"{len(pairs)} corrections").name
-        loop.services.export("training", fmt="hf", snapshot=snapshot)  # the Curate export a user downloads
     sets = {"corrected": loop.import_set(f"loop-{name}-corrected",
                                          [PreferencePair.from_dict({**p.to_dict(), "source": f"loop-{name}-corrected"})
                                           for p in pairs]),
-            "reworded": loop.import_set(f"loop-{name}-reworded",
-                                        d.fresh_pairs(pairs, seed=SEEDS["reworded"], source=f"loop-{name}-reworded"))}
-    starts = {k: loop.evaluate(s) for k, s in sets.items()}
+            "reworded": loop.import_set(f"loop-{name}-reworded", loop.domain.fresh_pairs(
+                pairs, seed=SEEDS["reworded"], source=f"loop-{name}-reworded"))}
+    return {"sets": sets, "starts": {k: loop.evaluate(s) for k, s in sets.items()}, "pairs": len(pairs)}
+
+
+def arm(loop: Loop, name: str, corrections: dict[str, Any], *, mix: str, before: dict[str, Any],
+        snapshot: str) -> dict[str, Any]:
+    """Train on the corrections' snapshot and compare with the starting judge on every set."""
+    a = loop.args
+    sets, starts, count = corrections["sets"], corrections["starts"], corrections["pairs"]
     final = loop.train(snapshot, minutes=a.corrections_minutes, mix=mix, name=name)
-    out: dict[str, Any] = {"snapshot": snapshot, "corrections": len(pairs)}
+    out: dict[str, Any] = {"snapshot": snapshot, "corrections": count}
+    after = loop.evaluate_checkpoint(final, [*sets.values(), "loop-heldout", "loop-unseen"])
     for k, s in sets.items():
-        out[k] = loop.compare(starts[k], loop.evaluate(s, model=final), what=f"{name}-{k}")
-    after = {s: loop.evaluate(s, model=final) for s in ("loop-heldout", "loop-unseen")}
-    out["heldout"] = loop.compare(before["loop-heldout"], after["loop-heldout"], what=f"{name}-heldout",
-                                  per=len(pairs))
-    out["unseen"] = loop.compare(before["loop-unseen"], after["loop-unseen"], what=f"{name}-unseen", per=len(pairs))
+        out[k] = loop.compare(starts[k], after[s], what=f"{name}-{k}")
+    out["heldout"] = loop.compare(before["loop-heldout"], after["loop-heldout"], what=f"{name}-heldout", per=count)
+    out["unseen"] = loop.compare(before["loop-unseen"], after["loop-unseen"], what=f"{name}-unseen", per=count)
     out["_heldout_run"] = after["loop-heldout"].id
     return out
+
+
+def take_snapshot(loop: Loop, name: str, corrections: int) -> str:
+    """Curate: snapshot the active examples (the corrections') and export them as a user downloads them."""
+    snapshot = loop.services.snapshot(name, note=f"{corrections} corrections").name
+    loop.services.export("training", fmt="hf", snapshot=snapshot)
+    return snapshot
 
 
 def part_corrections(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
@@ -288,14 +302,16 @@ def part_corrections(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     queue = loop.correct_in_queue_order(a.corrections, source="loop-pool")
     out = {"pool": {"pairs": pool_run.items_done,
                     "wrong": sum(r[-1] == "wrong" for r in loop.evaluation.items_to_check(pool_run.id, limit=100_000))}}
-    out["queue"] = arm(loop, "queue", queue, mix="paper", before=before)
-    out["queue_no_replay"] = arm(loop, "queue-no-replay", queue, mix="as_is", before=before,
-                                 snapshot=out["queue"]["snapshot"])
+    snapshot = take_snapshot(loop, "loop-queue", len(queue))
+    queue_sets = corrected_sets(loop, "queue", queue)
+    out["queue"] = arm(loop, "queue", queue_sets, mix="paper", before=before, snapshot=snapshot)
+    out["queue_no_replay"] = arm(loop, "queue-no-replay", queue_sets, mix="as_is", before=before, snapshot=snapshot)
     for jid, _ in queue:
         loop.services.withdraw(jid, author=REVIEWER)  # the random order's snapshot holds only its own corrections
     chosen = loop.correct_at_random(a.corrections, pool_run)
     out["overlap_with_queue"] = len({j for j, _ in chosen} & {j for j, _ in queue})
-    out["random"] = arm(loop, "random", chosen, mix="paper", before=before)
+    out["random"] = arm(loop, "random", corrected_sets(loop, "random", chosen), mix="paper", before=before,
+                        snapshot=take_snapshot(loop, "loop-random", len(chosen)))
     heldout = loop.evaluation.evals.get(out["queue"].pop("_heldout_run"))
     random_run = loop.evaluation.evals.get(out["random"].pop("_heldout_run"))
     out["queue_no_replay"].pop("_heldout_run")
