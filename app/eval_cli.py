@@ -1,4 +1,4 @@
-"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.eval_runs.Evaluations`.
+"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.evaluation.Evaluations`.
 
     reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> Any:
-    from reflectrm_app.eval_runs import EvalRequest
+    from reflectrm_app.evaluation import EvalRequest
     from reflectrm_db.importing import parse_mapping
 
     both = args.both_orders if args.both_orders is not None else args.benchmark in BOTH_ORDERS_BY_DEFAULT
@@ -103,7 +103,7 @@ def _stop_on_sigterm(stop: threading.Event) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from reflectrm_app.eval_runs import Evaluations
+    from reflectrm_app.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import markdown, write_report
@@ -135,7 +135,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reflectrm_app.eval_runs import Evaluations
+    from reflectrm_app.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import compare_markdown, dumps
