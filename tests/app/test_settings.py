@@ -11,13 +11,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ConfigError
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for name in list(os.environ):
-        if name.upper().startswith("REFLECTRM_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_reflectrm_environment")
 
 
 def test_short_names_are_unique_across_sections():

@@ -9,13 +9,7 @@ from reflectrm_db.settings import StoreSettings, load_store_settings
 from reflectrm.errors import ConfigError
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for name in list(os.environ):
-        if name.upper().startswith("REFLECTRM_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_reflectrm_environment")
 
 
 def test_the_defaults_are_the_section_s():
