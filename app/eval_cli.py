@@ -1,4 +1,4 @@
-"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.eval_runs.Evaluations`.
+"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.evaluation.Evaluations`.
 
     reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
@@ -20,7 +20,7 @@ from reflectrm import cli as judge_cli
 from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.errors import InputError
-from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, limit_units
+from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
@@ -73,10 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> Any:
-    from reflectrm_app.eval_runs import EvalRequest
+    from reflectrm_app.evaluation import EvalRequest, both_orders_by_default
     from reflectrm_db.importing import parse_mapping
 
-    both = args.both_orders if args.both_orders is not None else args.benchmark in BOTH_ORDERS_BY_DEFAULT
+    both = args.both_orders if args.both_orders is not None else both_orders_by_default(args.benchmark)
     plan = EvalPlan(strategies=parse_strategies(args.strategies), both_orders=both,
                     too_long=args.too_long, batch_size=args.batch_size)
     return EvalRequest(benchmark=args.benchmark, data=args.data, subset=args.subset, limit=args.limit,
@@ -103,7 +103,7 @@ def _stop_on_sigterm(stop: threading.Event) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from reflectrm_app.eval_runs import Evaluations
+    from reflectrm_app.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import markdown, write_report
@@ -135,7 +135,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reflectrm_app.eval_runs import Evaluations
+    from reflectrm_app.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import compare_markdown, dumps

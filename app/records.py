@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import date, datetime
+from types import MappingProxyType
+from typing import Any
 
 from reflectrm_db.records import CorrectionRecord, ExampleKind, JudgmentSummary, StoredJudgment, TrainingRunRecord
 from reflectrm.core.contest import contest_reason  # noqa: F401  (re-exported: the app's name for it)
 from reflectrm.core.types import Choice, Judgment
 from reflectrm.audit import SubsetStats  # noqa: F401  (re-exported: the app's records name it)
+from reflectrm.errors import InputError
 from reflectrm.pipeline import orders_agree
+from reflectrm.training.grpo import TIME_DECAY, TrainConfig
 from reflectrm.training.runs import Checkpoint, RunProgress
 
 def model_name(model: str) -> str:
@@ -25,7 +31,7 @@ def model_name(model: str) -> str:
 
 
 PAPER_MIX = (4, 1)
-"""The paper's preference : reflection mix of training data."""
+"""The paper's preference : reflection mix of training data (it found that even 2:1 hurts)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,23 +191,24 @@ class Mix:
         return f"More reflection pairs than 4:1: add {short} preference examples (or exclude reflection pairs)."
 
 
+PRECISIONS = MappingProxyType({"auto": None, "bf16": True, "fp32": False})
+"""The Train form's precision choices, as `TrainConfig.bf16`: "auto" (bf16 on a GPU, fp32 on a CPU), "bf16" (on a
+CPU: bf16 autocast over fp32 weights, which pays on CPUs with AMX / AVX512-BF16) or "fp32"."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainRequest:
-    """What the Train form asks for: a GRPO run on a snapshot (the rest of `TrainConfig` keeps its defaults).
+    """What the Train form asks for: a GRPO run of `config` on a snapshot.
+
+    The run's settings are `config`'s, its defaults and checks included: nothing here restates a `TrainConfig`
+    field. The service sets only where the run goes (`device`, `cpu_threads`: the app's settings) and the pass
+    size (`per_device_batch_size`: the largest, up to the config's, that divides a step's completions). The form
+    spells three settings its own way: `from_form` takes them, and the properties of the same names read them back.
 
     Attributes:
         snapshot: the snapshot's name.
         base_model: the model to train (a local folder or a Hugging Face id); the form offers the active judge.
-        max_steps: optimizer steps in all.
-        batch_size: prompts per step; each gets `num_generations` completions (the GRPO group).
-        max_completion_length: tokens per completion.
-        save_steps: a checkpoint every N steps (and at the end, and on cancel).
-        gradient_checkpointing: trade compute for memory (worth it for large models on a GPU).
-        max_minutes: a time budget; the run stops, completed and checkpointed, after the step that passes
-            it (0: none, `max_steps` alone bounds the run).
-        decay_over_time: decay the learning rate linearly to 0 over `max_minutes` (needs a budget).
-        precision: "auto" (bf16 on a GPU, fp32 on a CPU), "bf16" (on a CPU: bf16 autocast over fp32
-            weights, which pays on CPUs with AMX / AVX512-BF16) or "fp32".
+        config: the run's settings; a run from the form is bounded by `config.max_steps` (at least 1).
         mix: "paper" (default): a snapshot with more than one reflection pair per 4 preference examples has its
             reflection pairs subsampled (seeded by `mix_seed`) to the paper's 4:1; "as_is": every row is trained on.
         mix_seed: seeds which reflection pairs the paper's mix keeps.
@@ -209,19 +216,68 @@ class TrainRequest:
 
     snapshot: str
     base_model: str
-    max_steps: int
-    learning_rate: float
-    lora: bool = False
-    batch_size: int = 64
-    num_generations: int = 8
-    max_completion_length: int = 1024
-    save_steps: int = 50
-    gradient_checkpointing: bool = True
-    max_minutes: float = 0.0
-    decay_over_time: bool = False
-    precision: str = "auto"
+    config: TrainConfig
     mix: str = "paper"
     mix_seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_steps(self.config.max_steps)
+
+    @classmethod
+    def from_form(cls, *, max_minutes: float | None = None, decay_over_time: bool = False,
+                  precision: str | None = None, **fields: Any) -> TrainRequest:
+        """A request from the form's fields: this class's own by name, every other a `TrainConfig` field by name,
+        and the form's spellings of three of them.
+
+        Args:
+            max_minutes: a time budget (`max_time_s` in minutes); the run stops, completed and checkpointed,
+                after the step that passes it. 0 or None: none, `max_steps` alone bounds the run.
+            decay_over_time: decay the learning rate linearly to 0 over the budget (`lr_scheduler` "linear-time").
+            precision: a key of `PRECISIONS` (`bf16`); None: the config's.
+
+        Raises:
+            InputError: a form field is out of range (steps, minutes, a decay without a budget, a precision).
+            ConfigError: a `TrainConfig` field is (its own check, e.g. a group of one).
+        """
+        own = {f.name for f in dataclasses.fields(cls)} - {"config"}
+        settings = {k: v for k, v in fields.items() if k not in own}
+        if "max_steps" in settings:  # the form's words, before the config's ("or -1: run for epochs")
+            _check_steps(settings["max_steps"])
+        if max_minutes is not None and not (isinstance(max_minutes, (int, float)) and math.isfinite(max_minutes)
+                                            and max_minutes >= 0):
+            raise InputError(f"the time budget must be a number of minutes >= 0 (0 = none), got {max_minutes!r}")
+        if max_minutes:
+            settings["max_time_s"] = max_minutes * 60
+        if decay_over_time:
+            if not max_minutes:
+                raise InputError("decaying the rate over the time budget needs a budget: set the minutes, or untick "
+                                 "the decay")
+            settings["lr_scheduler"] = TIME_DECAY
+        if precision is not None:
+            if precision not in PRECISIONS:
+                raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+            settings["bf16"] = PRECISIONS[precision]
+        return cls(**{k: v for k, v in fields.items() if k in own}, config=TrainConfig(**settings))
+
+    @property
+    def max_minutes(self) -> float:
+        """The time budget in minutes, as the form shows it (0: none)."""
+        return (self.config.max_time_s or 0) / 60
+
+    @property
+    def decay_over_time(self) -> bool:
+        """Whether the rate decays to 0 over the time budget."""
+        return self.config.lr_scheduler == TIME_DECAY
+
+    @property
+    def precision(self) -> str:
+        """The config's `bf16` as a key of `PRECISIONS`."""
+        return next(name for name, bf16 in PRECISIONS.items() if bf16 is self.config.bf16)
+
+
+def _check_steps(steps: Any) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InputError(f"max steps must be a whole number of at least 1, got {steps!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,20 +1,168 @@
-"""The app's settings: the one sectioned `Settings` of `reflectrm_db.settings` (store, judge, generation, app).
+"""The app's settings: one `Settings` object in sections, read from the environment, validated at start-up.
+
+    section      what                                              example
+    store        where the store lives, how it waits on locks      REFLECTRM_STORE__DATABASE_URL=postgresql://h/db
+    judge        the library's `JudgeConfig`, field for field      REFLECTRM_JUDGE__N=4
+    generation   which model, on which backend and device          REFLECTRM_GENERATION__DEVICE=cuda
+    app          how the workbench is served                       REFLECTRM_APP__PORT=8080
 
     REFLECTRM_AUTH="ana:secret,ben:hunter2"      # optional login (app section)
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db # store section
     REFLECTRM_MAX_NEW_TOKENS=192                  # judge section, stage 1 and 2 (a demo judge writes 40-170 tokens)
     REFLECTRM_RUNS_DIR=/data/runs                 # where the Train tab's runs live (app section)
 
-Each also has its nested name (`REFLECTRM_APP__AUTH`, `REFLECTRM_JUDGE__N`, ...). Command-line options
-(`reflectrm app --port ...`) override the environment. The app builds on the store, so it reads the
-store's settings module rather than restating any field.
+Every field has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because field names are unique
+across sections, a short one (`REFLECTRM_<FIELD>`: `REFLECTRM_DATABASE_URL`, `REFLECTRM_AUTH`, ...);
+the nested name wins when both are set. `REFLECTRM_MAX_NEW_TOKENS` sets stage 1 and stage 2 alike.
+Keyword arguments take the same short names (`load_settings(port=8080, n=4)`) and win over the
+environment; command-line options (`reflectrm app --port ...`) override the environment.
+
+No field is restated: the store section is the store's `StoreSettings` and the environment is read by its
+`SectionedSettings` (`reflectrm_db.settings`, which also reads the store section alone for `reflectrm db`);
+the judge section is the library's `JudgeConfig` itself, so its defaults and rules are stated once.
 """
 
 from __future__ import annotations
 
-from reflectrm_db.settings import Settings, load_settings, parse_auth, parse_proxies
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reflectrm_db.settings import SectionedSettings, StoreSettings
+from reflectrm.core.config import JudgeConfig
+
+
+class GenerationSettings(BaseModel):
+    """Which model judges, on which backend and device."""
+
+    model_config = ConfigDict(frozen=True, protected_namespaces=())
+
+    model: str | None = None  # Hugging Face id or local path; None = the bundled demo judge
+    backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
+    device: str = "auto"  # cpu, cuda, cuda:1 ...
+    engine: dict[str, Any] = {}  # vllm/openai backend options (`EngineConfig` fields, e.g. {"base_urls": [...]})
+    # torch CPU threads. None: `reflectrm.defaults.default_threads` (1 for the bundled demo judge on a CPU unless
+    # OMP_NUM_THREADS is set: on a busy 2-core machine two threads wait on each other), torch's default otherwise
+    cpu_threads: int | None = Field(None, ge=1)
+    warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from reflectrm.backends.engine import EngineConfig  # a config type: stdlib only
+
+        EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
+        return value
+
+    @field_validator("cpu_threads")
+    @classmethod
+    def _thread_count(cls, value: int | None) -> int | None:
+        from reflectrm.defaults import check_threads
+
+        return None if value is None else check_threads(value, name="cpu_threads")
+
+    def torch_threads(self) -> int | None:
+        """The torch CPU thread count to set (None: leave torch's default)."""
+        from reflectrm.defaults import default_threads
+
+        return self.cpu_threads if self.cpu_threads is not None else default_threads(self.model, self.device)
+
+
+class ServeSettings(BaseModel):
+    """How the workbench is served."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"  # interface to bind; 0.0.0.0 exposes the app to the network
+    port: int = Field(7860, ge=0, le=65535)  # 0 = any free port
+    auth: str = ""  # "user:pass,user2:pass2"; empty = no login
+    author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
+    audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
+    runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
+    # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
+    # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)
+    trusted_proxies: str = ""
+
+    @field_validator("auth")
+    @classmethod
+    def _auth_pairs(cls, value: str) -> str:
+        parse_auth(value)
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        parse_proxies(value)
+        return value
+
+    def credentials(self) -> list[tuple[str, str]]:
+        """The `auth` setting as (user, password) pairs; [] when login is off."""
+        return parse_auth(self.auth)
+
+
+class Settings(SectionedSettings):
+    """Every setting of the store, the judge, the model and the app, in sections."""
+
+    store: StoreSettings = StoreSettings()
+    judge: JudgeConfig = JudgeConfig()
+    generation: GenerationSettings = GenerationSettings()
+    app: ServeSettings = ServeSettings()
+
+    # a short `max_new_tokens` also sets stage 2's budget (as the app's one setting did), unless that is given
+    tied: ClassVar[Mapping[str, str]] = MappingProxyType({"max_new_tokens": "reflection_max_new_tokens"})
+
+    def judge_config(self, **changes: Any) -> JudgeConfig:
+        """The judge section (plus `changes`, validated again)."""
+        return self.judge.with_(**changes) if changes else self.judge
+
 
 AppSettings = Settings
 """The name the app's modules use for the one settings object."""
 
-__all__ = ("AppSettings", "Settings", "load_settings", "parse_auth", "parse_proxies")
+SECTIONS: Mapping[str, Any] = MappingProxyType(Settings.sections())
+"""Section name -> its type: store, judge, generation, app."""
+
+SHORT_NAMES: Mapping[str, str] = MappingProxyType(Settings.short_names())
+"""Each field's short name -> its section (field names are unique across sections; a test keeps them so)."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with `overrides` by short name (None values ignored) on top; validated.
+
+    Raises:
+        ConfigError: a setting is invalid; the message names it, its environment variable and the problem.
+    """
+    return Settings.load(**overrides)
+
+
+def parse_auth(value: str) -> list[tuple[str, str]]:
+    """Parse "user:pass,user2:pass2" (passwords may contain ':'; users may not)."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        user, sep, password = item.partition(":")
+        if not sep or not user or not password:
+            raise ValueError(f"auth entry {item.split(':')[0]!r}... must be user:password "
+                             "(entries separated by commas)")
+        pairs.append((user, password))
+    return pairs
+
+
+def parse_proxies(value: str) -> list[str]:
+    """Parse "127.0.0.1,10.0.0.0/8" (IP addresses or networks); "" is no proxy. "*" is refused: it trusts everyone."""
+    import ipaddress
+
+    entries = [part.strip() for part in value.split(",") if part.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ValueError(f"trusted proxy {entry[:60]!r} is not an IP address or network (e.g. 127.0.0.1 or "
+                             "10.0.0.0/8); list only the proxies in front of the app") from None
+    return entries
+
+
+__all__ = ("SECTIONS", "SHORT_NAMES", "AppSettings", "GenerationSettings", "ServeSettings", "Settings",
+           "load_settings", "parse_auth", "parse_proxies")

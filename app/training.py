@@ -1,6 +1,6 @@
 """The Train tab's service: GRPO runs on a store snapshot, each in its own process (`reflectrm.training.jobs`).
 
-    run = training.start(TrainRequest(snapshot="train-1", base_model=str(DEMO_MODEL_DIR), max_steps=100, ...))
+    run = training.start(TrainRequest.from_form(snapshot="train-1", base_model=str(DEMO_MODEL_DIR), max_steps=100))
     view = training.watch(run.id)       # RunView: the stored run and its folder's live progress
     training.cancel(run.id)             # stops after the step in progress, with a checkpoint
     training.resume(run.id)             # continues from the last checkpoint
@@ -20,7 +20,7 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
@@ -28,13 +28,13 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from reflectrm_app.records import RunView, TrainRequest
+from reflectrm_app.records import PAPER_MIX, RunView, TrainRequest
 from reflectrm_app.settings import AppSettings
 from reflectrm_db.records import SnapshotRecord, TrainingRunRecord
 from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import InputError
 from reflectrm.training import jobs
-from reflectrm.training.grpo import TIME_DECAY, TrainConfig, check_model
+from reflectrm.training.grpo import TrainConfig, check_model
 from reflectrm.training.runs import (
     Checkpoint, RunFiles, RunProgress, last_checkpoint, list_checkpoints, read_progress,
 )
@@ -46,12 +46,9 @@ LOG_CHARS = 6000  # the end of a worker's log shown, and kept in the store when 
 _DEMO_DEFAULTS = MappingProxyType({"learning_rate": 5e-5, "batch_size": 4, "num_generations": 4, "save_steps": 20})
 """Form defaults for the bundled demo judge (3.6 M parameters, on a CPU): small steps that finish in seconds.
 Other models get the paper's (`TrainConfig`)."""
+FORM_STEPS = 100  # the form's first max steps (a run from the form is bounded by steps, not TrainConfig's epochs)
 REPLAY_SEARCH = 2000  # the newest stored judgments searched for replay examples (the paper's mix, below 4:1)
-PRECISIONS = MappingProxyType({"auto": None, "bf16": True, "fp32": False})
-"""The form's precision choices, as `TrainConfig.bf16`."""
 
-
-PAPER_MIX = (4, 1)  # preference : reflection examples (the paper's mix; it found that even 2:1 hurts)
 MIXES = MappingProxyType({"paper": "the paper's 4:1 (reflection pairs subsampled)", "as_is": "train as is"})
 """The Train form's mix choices, as `TrainRequest.mix`."""
 
@@ -123,28 +120,11 @@ def slug(text: str, *, limit: int = 40) -> str:
 
 
 def train_config(request: TrainRequest, settings: AppSettings) -> TrainConfig:
-    """The `TrainConfig` a form asks for, on the device and CPU threads the app runs with."""
-    if not isinstance(request.max_steps, int) or request.max_steps < 1:
-        raise InputError(f"max steps must be a whole number of at least 1, got {request.max_steps!r}")
-    minutes = request.max_minutes
-    if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes >= 0):
-        raise InputError(f"the time budget must be a number of minutes >= 0 (0 = none), got {minutes!r}")
-    if request.decay_over_time and not minutes:
-        raise InputError("decaying the rate over the time budget needs a budget: set the minutes, or untick the decay")
-    if request.precision not in PRECISIONS:
-        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {request.precision!r}")
-    sizes = (request.batch_size, request.num_generations)
-    completions = sizes[0] * sizes[1] if all(isinstance(x, int) for x in sizes) else 0
-    return TrainConfig(
-        learning_rate=request.learning_rate, batch_size=request.batch_size, num_generations=request.num_generations,
-        max_steps=request.max_steps, max_completion_length=request.max_completion_length,
-        # the largest pass that divides a step's completions, up to TrainConfig's default of 8
-        per_device_batch_size=math.gcd(completions, TrainConfig().per_device_batch_size) or 1,
-        save_steps=request.save_steps, lora=request.lora, gradient_checkpointing=request.gradient_checkpointing,
-        device=settings.generation.device, cpu_threads=settings.generation.torch_threads(),
-        max_time_s=minutes * 60 or None, lr_scheduler=TIME_DECAY if request.decay_over_time else "constant",
-        bf16=PRECISIONS[request.precision],
-    )
+    """The request's `TrainConfig` on the device and CPU threads the app runs with, in passes that divide a step."""
+    config = request.config
+    # the largest pass, up to the config's (TrainConfig's default of 8), that divides a step's completions
+    return replace(config, per_device_batch_size=math.gcd(config.completions_per_step, config.per_device_batch_size),
+                   device=settings.generation.device, cpu_threads=settings.generation.torch_threads())
 
 
 @dataclass
@@ -172,13 +152,10 @@ class TrainingService:
         from reflectrm.demo import DEMO_MODEL_DIR
 
         model = (self.active_judge() if self.active_judge else "") or self.settings.generation.model or str(DEMO_MODEL_DIR)
-        paper = TrainConfig()
-        sizes = dict(_DEMO_DEFAULTS) if _is_demo(model) else {
-            "learning_rate": paper.learning_rate, "batch_size": paper.batch_size,
-            "num_generations": paper.num_generations, "save_steps": paper.save_steps}
-        return TrainRequest(snapshot="", base_model=model, max_steps=100, lora=False,
-                            max_completion_length=self.settings.judge.max_new_tokens,
-                            gradient_checkpointing=not _is_demo(model), **sizes)
+        demo = _is_demo(model)
+        config = TrainConfig(max_steps=FORM_STEPS, max_completion_length=self.settings.judge.max_new_tokens,
+                             gradient_checkpointing=not demo, **(_DEMO_DEFAULTS if demo else {}))
+        return TrainRequest(snapshot="", base_model=model, config=config)
 
     # --- start, cancel, resume ------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm import cli as judge_cli  # noqa: E402
 from reflectrm.backends.base import GenerationRequest, SamplingParams  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
@@ -42,6 +42,7 @@ from reflectrm.demo import running_sum_card  # noqa: E402
 from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
 from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
+from reflectrm.defaults import default_model  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402
 from reflectrm.eval.metrics import wilson_interval  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge, rejudge_many  # noqa: E402
@@ -183,7 +184,6 @@ def checks_first_difference(reflection: str, critique_1: str, critique_2: str) -
 
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__)
-    ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--pairs", type=counting, default=600)
     ap.add_argument("--batch-size", type=counting, default=8)
     ap.add_argument("--max-new-tokens", type=counting, metavar="N",
@@ -192,11 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples-only", action="store_true",
                     help="judge greedy and the N samples only (no reflections): greedy, majority@8 and the perfect "
                          "reflection's ceiling in a few minutes, to find the build stage worth the full run")
-    ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
-                    help="the engine that judges (vllm: the `vllm` extra; 20-30x faster on a CPU here)")
+    # the judge as `reflectrm judge` takes it (BackendConfig, EngineConfig): --model DIR, a running-sum demo judge;
+    # --backend vllm (the `vllm` extra) is 20-30x faster on a CPU here
+    judge_cli.add_backend_flags(ap)
     ap.add_argument("--card", action="store_true",
                     help="also write the figures into the model's demo_card.json (its \"eval\": what the card shows)")
     args = ap.parse_args(argv)
+    args.model = default_model(args.model)  # its folder: the card says what its build trained on
     try:
         return run(args)
     except ReflectRMError as exc:  # a bad model folder, card or engine: one line, exit 2
@@ -229,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         if not os.access(args.out.parent, os.W_OK) or args.out.is_dir():
             raise InputError(f"--out {args.out}: not a writable file path: pick another")
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
-    backend = load_backend(str(args.model), backend=args.backend)
+    backend = judge_cli.load_judge(args)
     tokens = args.max_new_tokens or domain_of(args.model).output_tokens
     config = JudgeConfig(max_new_tokens=tokens, reflection_max_new_tokens=tokens)
     t0 = time.perf_counter()

@@ -28,6 +28,10 @@ from harness import finish, parser
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
+from reflectrm import flags  # noqa: E402
+from reflectrm.backends.config import BackendConfig  # noqa: E402
+from reflectrm.cli import BACKEND_FLAGS  # noqa: E402
+
 QWEN3_4B = {"hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936}
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -139,7 +143,8 @@ def main() -> None:
                     help="judgments batched on the transformers backend (200 would take many minutes)")
     ap.add_argument("--base-url", action="append", default=[], help="OpenAI-compatible server(s) for `openai`")
     ap.add_argument("--dtype", default=None, help="default: bfloat16 on CUDA, float32 on CPU")
-    ap.add_argument("--device", default="auto")
+    # the transformers column's device, as `reflectrm judge` takes it (BackendConfig); --backends picks the columns
+    flags.add_config_flags(ap, BackendConfig, extra=BACKEND_FLAGS, skip=("model", "backend", "threads"))
     ap.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "reflectrm-gpu-bench")
     args = ap.parse_args()
     import torch

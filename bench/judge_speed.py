@@ -1,11 +1,14 @@
 """Judge demo pairs two ways and print seconds per judgment and the speedup.
 
-    python bench/judge_speed.py [--pairs 50] [--batch-size 8] [--model PATH] [--device cpu]
+    python bench/judge_speed.py [--pairs 50] [--batch-size 8] [--model PATH] [--device cpu] [--threads N|auto]
 
 * naive: one `model.generate()` call per sample and per reflection, log-probs through
   `output_scores=True` + `compute_transition_scores` (the straightforward implementation);
 * real: the project's transformers backend (shared prompt encoding, batched pairs and
   reflections, only sampled-token log-probs kept, finished rows leave the batch).
+
+`--model`, `--device` and `--threads` are `reflectrm judge`'s (`BackendConfig`, the same defaults: the
+demo judge on one CPU thread); the backend is always transformers, whose model the naive column drives.
 
 Both run the same pipeline, config and pairs; only the backend differs. The last line printed is
 one JSON object: {"naive_s_per_judgment", "s_per_judgment", "speedup", ...}.
@@ -38,6 +41,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from reflectrm import cli as judge_cli  # noqa: E402
 from reflectrm.backends import load_backend  # noqa: E402
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
@@ -99,11 +103,10 @@ def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--pairs", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--model", default=None, help="default: the demo judge")
-    ap.add_argument("--device", default="cpu")
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    judge_cli.add_backend_flags(ap, skip=("backend",))  # as `judge` takes them; transformers only
     args = ap.parse_args()
-    real = load_backend(args.model, device=args.device)
+    real = judge_cli.load_judge(args)
     naive = NaiveBackend(real)
     pairs = demo_domain().make_pairs(args.pairs, seed=2024, source="bench")
     config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)
@@ -123,7 +126,7 @@ def main() -> None:
         "s_per_judgment": round(real_s / len(pairs), 4),
         "speedup": ratio(naive_s, real_s),
         "tokens_per_s": round(tokens / real_s, 1),
-        "device": args.device,
+        "device": str(real.device),
     })
 
 

@@ -34,6 +34,7 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,7 +42,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import httpx  # noqa: E402
 from harness import finish, parser, ratio  # noqa: E402
 
+from reflectrm import flags  # noqa: E402
 from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends.config import BackendConfig  # noqa: E402
+from reflectrm.cli import BACKEND_FLAGS  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.demo.tasks import make_pairs  # noqa: E402
 from reflectrm.serving.rewards import RewardConfig, group_rewards, judgments_needed  # noqa: E402
@@ -222,14 +226,15 @@ def load_judge_speed():
 
 
 def make_backend(args):  # noqa: ANN001, ANN201
-    if args.backend == "openai":
+    judge = flags.config_from_args(BackendConfig, args)  # --backend, --device, --threads as `judge` reads them
+    if judge.backend == "openai":
         if not args.base_url:
             raise SystemExit("--backend openai needs --base-url (one or more, comma-separated)")
         return load_backend(None, backend="openai", base_urls=tuple(args.base_url.split(",")))
-    model = load_judge_speed().shaped_model(args.cache, args.shape)
-    if args.backend == "vllm":
-        return load_backend(model, backend="vllm", dtype=args.dtype, kv_cache_gib=args.kv_cache_gib)
-    return load_backend(model, device=args.device, **({"threads": args.threads} if args.threads else {}))
+    judge = replace(judge, model=load_judge_speed().shaped_model(args.cache, args.shape))
+    if judge.backend == "vllm":
+        return load_backend(judge.model, backend="vllm", dtype=args.dtype, kv_cache_gib=args.kv_cache_gib)
+    return load_backend(judge.model, device=judge.device, **judge.load_options())  # threads: judge's rule
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -244,10 +249,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--design", default="both", choices=("batched", "serial", "both"))
     ap.add_argument("--window-ms", type=float, default=10.0, help="the service's idle batch window (default 10)")
     ap.add_argument("--shape", default="demo", choices=("demo", "qwen3-0.6b"))
-    ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm", "openai"))
+    # the judge's backend, device and threads as `reflectrm judge` takes them (BackendConfig); --shape is its model
+    flags.add_config_flags(ap.add_argument_group("model and backend (BackendConfig)"), BackendConfig,
+                           extra=BACKEND_FLAGS, skip=("model",))
     ap.add_argument("--base-url", help="openai backend: comma-separated server URLs")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, help="transformers backend: torch threads")
     ap.add_argument("--dtype", default="float32", help="vllm backend dtype (default float32)")
     ap.add_argument("--kv-cache-gib", type=float, default=2.0)
     ap.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "reflectrm-bench")

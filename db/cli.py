@@ -110,10 +110,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from reflectrm_db import schema
     from reflectrm_db.engine import make_engine
     from reflectrm_db.services import check_sqlite_file, reachable, sqlite_path
-    from reflectrm_db.settings import load_settings, normalise_url
+    from reflectrm_db.settings import load_store_settings, normalise_url
     from reflectrm.errors import ConfigError
 
-    settings = load_settings().store
+    settings = load_store_settings()
     url = settings.database_url if args.db is None else normalise_url(args.db)
     path = sqlite_path(url)
     if path is not None:
@@ -134,11 +134,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from reflectrm_db.services import load_settings
-    from reflectrm_db.settings import normalise_url
+    from reflectrm_db.settings import load_store_settings, normalise_url
     from reflectrm.errors import InputError
 
-    url = load_settings().database_url if args.db is None else normalise_url(args.db)
+    url = load_store_settings().database_url if args.db is None else normalise_url(args.db)
     if not url.startswith("sqlite"):  # said before connecting: the server may hold anything
         raise InputError("backup copies SQLite files: back up PostgreSQL with pg_dump")
     with _store(args.db, read_only=True) as store:  # the source is only read

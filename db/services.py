@@ -41,7 +41,7 @@ from reflectrm_db.records import (
     StoredPair,
     TrainingRunRecord,
 )
-from reflectrm_db.settings import StoreSettings, load_settings, normalise_url
+from reflectrm_db.settings import StoreSettings, load_store_settings, normalise_url
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError
 
@@ -147,7 +147,7 @@ class JudgmentStore:
         database is opened read-only (SQLite `mode=ro`, a read-only PostgreSQL session), for commands
         that only read it (export, compare, backup's source).
         """
-        settings = settings or load_settings().store
+        settings = settings or load_store_settings()
         url = settings.database_url if url is None else normalise_url(url)
         create = create and not read_only
         path = sqlite_path(url)
@@ -567,4 +567,4 @@ def _check_swapped(judgments: Sequence[Judgment], *, swapped: bool) -> None:
             raise InputError(f"judgments {k} and {k + 1} are not the two orders of one pair: pass [original, swapped]")
 
 
-__all__ = ["JudgmentStore", "load_settings", "reachable"]
+__all__ = ["JudgmentStore", "load_store_settings", "reachable"]

@@ -1,19 +1,17 @@
-"""ReflectRM's settings: one `Settings` object in sections, read from the environment, validated at start-up.
+"""The store's settings, and how ReflectRM reads settings in sections from the environment.
 
     section      what                                              example
     store        where the store lives, how it waits on locks      REFLECTRM_STORE__DATABASE_URL=postgresql://h/db
-    judge        the library's `JudgeConfig`, field for field      REFLECTRM_JUDGE__N=4
-    generation   which model, on which backend and device          REFLECTRM_GENERATION__DEVICE=cuda
-    app          how the workbench is served                       REFLECTRM_APP__PORT=8080
 
-Every field has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because field names are unique
-across sections, a short one (`REFLECTRM_<FIELD>`: `REFLECTRM_DATABASE_URL`, `REFLECTRM_AUTH`, ...);
-the nested name wins when both are set. `REFLECTRM_MAX_NEW_TOKENS` sets stage 1 and stage 2 alike.
-Keyword arguments take the same short names (`load_settings(port=8080, n=4)`) and win over the
-environment. The judge section is `JudgeConfig` itself, so its defaults and rules are stated once.
+Every field of a section has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because field names are
+unique across sections, a short one (`REFLECTRM_<FIELD>`: `REFLECTRM_DATABASE_URL`, ...); the nested name
+wins when both are set, and a section may be given whole as JSON (`REFLECTRM_STORE='{...}'`). Keyword
+arguments take the same short names (`load_store_settings(database_url="x.db")`) and win over the environment.
 
-It lives with the store, the lowest layer that has pydantic-settings (`pip install 'reflectrm[store]'`);
-the app builds on it.
+`SectionedSettings` is that reading, for any set of sections: the store reads its own section with it
+(`load_store_settings`: what `reflectrm db`, `import` and `export` need), and the app composes its sections
+(store, judge, generation, app) from it in `reflectrm_app.settings`. It lives with the store, the lowest
+layer that has pydantic-settings (`pip install 'reflectrm[store]'`).
 """
 
 from __future__ import annotations
@@ -23,12 +21,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ConfigError
 
 ENV_PREFIX = "REFLECTRM_"
@@ -65,105 +62,37 @@ class StoreSettings(BaseModel):
         return value.upper()
 
 
-class GenerationSettings(BaseModel):
-    """Which model judges, on which backend and device."""
-
-    model_config = ConfigDict(frozen=True, protected_namespaces=())
-
-    model: str | None = None  # Hugging Face id or local path; None = the bundled demo judge
-    backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
-    device: str = "auto"  # cpu, cuda, cuda:1 ...
-    engine: dict[str, Any] = {}  # vllm/openai backend options (`EngineConfig` fields, e.g. {"base_urls": [...]})
-    # torch CPU threads. None: `reflectrm.defaults.default_threads` (1 for the bundled demo judge on a CPU unless
-    # OMP_NUM_THREADS is set: on a busy 2-core machine two threads wait on each other), torch's default otherwise
-    cpu_threads: int | None = Field(None, ge=1)
-    warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
-
-    @field_validator("engine")
-    @classmethod
-    def _engine_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from reflectrm.backends.engine import EngineConfig  # a config type: stdlib only
-
-        EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
-        return value
-
-    @field_validator("cpu_threads")
-    @classmethod
-    def _thread_count(cls, value: int | None) -> int | None:
-        from reflectrm.defaults import check_threads
-
-        return None if value is None else check_threads(value, name="cpu_threads")
-
-    def torch_threads(self) -> int | None:
-        """The torch CPU thread count to set (None: leave torch's default)."""
-        from reflectrm.defaults import default_threads
-
-        return self.cpu_threads if self.cpu_threads is not None else default_threads(self.model, self.device)
-
-
-class ServeSettings(BaseModel):
-    """How the workbench is served."""
-
-    model_config = ConfigDict(frozen=True)
-
-    host: str = "127.0.0.1"  # interface to bind; 0.0.0.0 exposes the app to the network
-    port: int = Field(7860, ge=0, le=65535)  # 0 = any free port
-    auth: str = ""  # "user:pass,user2:pass2"; empty = no login
-    author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
-    audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
-    runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
-    # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
-    # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)
-    trusted_proxies: str = ""
-
-    @field_validator("auth")
-    @classmethod
-    def _auth_pairs(cls, value: str) -> str:
-        parse_auth(value)
-        return value
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _proxy_addresses(cls, value: str) -> str:
-        parse_proxies(value)
-        return value
-
-    def credentials(self) -> list[tuple[str, str]]:
-        """The `auth` setting as (user, password) pairs; [] when login is off."""
-        return parse_auth(self.auth)
-
-
-SECTIONS: Mapping[str, Any] = MappingProxyType({"store": StoreSettings, "judge": JudgeConfig,
-                                               "generation": GenerationSettings, "app": ServeSettings})
-
-
-def _section_fields(kind: Any) -> list[str]:
+def section_fields(kind: Any) -> list[str]:
+    """The field names of a section's type (a pydantic model or a dataclass)."""
     return [f.name for f in fields(kind)] if is_dataclass(kind) else list(kind.model_fields)
 
 
-SHORT_NAMES: Mapping[str, str] = MappingProxyType(
-    {name: section for section, kind in SECTIONS.items() for name in _section_fields(kind)})
-"""Each field's short name -> its section (field names are unique across sections; a test keeps them so)."""
+class SectionedSettings(BaseSettings):
+    """Settings in sections, read from the environment: a subclass declares each section as a field.
 
-TIED: Mapping[str, str] = MappingProxyType({"max_new_tokens": "reflection_max_new_tokens"})
-"""A short `max_new_tokens` also sets stage 2's budget (as the app's one setting did), unless that is given."""
-
-
-class Settings(BaseSettings):
-    """Every setting of the store, the judge, the model and the app, in sections."""
+    Every field of every section is read by its nested name, its short name, or its section's JSON (see the
+    module); `load` validates and turns any problem into one `ConfigError` line naming the variable."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore", frozen=True)
 
-    store: StoreSettings = StoreSettings()
-    judge: JudgeConfig = JudgeConfig()
-    generation: GenerationSettings = GenerationSettings()
-    app: ServeSettings = ServeSettings()
+    tied: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    """A short name that also sets a second field of its section, unless that one is given."""
+
+    @classmethod
+    def sections(cls) -> dict[str, Any]:
+        """Section name -> its type."""
+        return {name: f.annotation for name, f in cls.model_fields.items()}
+
+    @classmethod
+    def short_names(cls) -> dict[str, str]:
+        """Each field's short name -> its section (field names are unique across sections; a test keeps them so)."""
+        return {name: section for section, kind in cls.sections().items() for name in section_fields(kind)}
 
     @model_validator(mode="before")
     @classmethod
     def _route_short_names(cls, data: Any) -> Any:
         """Keyword arguments by short name (`port=8080`) go to their section, over what the environment gave."""
-        return _routed(data) if isinstance(data, dict) else data
+        return _routed(data, cls.short_names(), cls.tied) if isinstance(data, dict) else data
 
     @classmethod
     def settings_customise_sources(
@@ -174,9 +103,22 @@ class Settings(BaseSettings):
         # Earlier sources win: keyword arguments, then nested names, then short names.
         return init_settings, env_settings, _ShortEnvSource(settings_cls), dotenv_settings, file_secret_settings
 
-    def judge_config(self, **changes: Any) -> JudgeConfig:
-        """The judge section (plus `changes`, validated again)."""
-        return self.judge.with_(**changes) if changes else self.judge
+    @classmethod
+    def load(cls, **overrides: Any) -> Self:
+        """Settings from the environment, with `overrides` by short name (None values ignored) on top; validated.
+
+        Raises:
+            ConfigError: a setting is invalid; the message names it, its environment variable and the problem.
+        """
+        try:
+            return cls(**{k: v for k, v in overrides.items() if v is not None})
+        except SettingsError as exc:  # a section given as JSON that does not parse (REFLECTRM_STORE='{bad')
+            raise ConfigError(_settings_error_line(exc, cls.sections())) from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = [str(part) for part in first["loc"]]
+            message = first["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"setting {'.'.join(loc) or 'settings'}{_env_names(loc)}: {message}") from exc
 
 
 class _ShortEnvSource(PydanticBaseSettingsSource):
@@ -187,51 +129,36 @@ class _ShortEnvSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
-        names = {name: f"{ENV_PREFIX}{name.upper()}" for name in SHORT_NAMES}
-        return _routed({name: env[var] for name, var in names.items() if var in env})
+        short = self.settings_cls.short_names()  # type: ignore[attr-defined]
+        names = {name: f"{ENV_PREFIX}{name.upper()}" for name in short}
+        return _routed({name: env[var] for name, var in names.items() if var in env}, short,
+                       self.settings_cls.tied)  # type: ignore[attr-defined]
 
 
-def _routed(data: dict[str, Any]) -> dict[str, Any]:
+def _routed(data: dict[str, Any], short: Mapping[str, str], tied: Mapping[str, str]) -> dict[str, Any]:
     """`data` with its short names moved into their sections (a short name overrides the section's value)."""
-    out = {k: v for k, v in data.items() if k not in SHORT_NAMES}
+    out = {k: v for k, v in data.items() if k not in short}
     for section, value in out.items():  # as dicts (copies), so that short names can be laid over them
         if is_dataclass(value) or isinstance(value, (BaseModel, dict)):
             out[section] = (asdict(value) if is_dataclass(value)
                             else value.model_dump() if isinstance(value, BaseModel) else dict(value))
     for name, value in data.items():
-        if name in SHORT_NAMES and value is not None:
-            section = out.setdefault(SHORT_NAMES[name], {})
+        if name in short and value is not None:
+            section = out.setdefault(short[name], {})
             section[name] = value
-            if name in TIED and TIED[name] not in data:
-                section[TIED[name]] = value
+            if name in tied and tied[name] not in data:
+                section[tied[name]] = value
     return out
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, with `overrides` by short name (None values ignored) on top; validated.
-
-    Raises:
-        ConfigError: a setting is invalid; the message names it, its environment variable and the problem.
-    """
-    try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except SettingsError as exc:  # a section given as JSON that does not parse (REFLECTRM_STORE='{bad')
-        raise ConfigError(_settings_error_line(exc)) from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(part) for part in first["loc"]]
-        message = first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"setting {'.'.join(loc) or 'settings'}{_env_names(loc)}: {message}") from exc
-
-
-def _settings_error_line(exc: SettingsError) -> str:
+def _settings_error_line(exc: SettingsError, sections: Mapping[str, Any]) -> str:
     """ "REFLECTRM_STORE is not a JSON object ..." for pydantic-settings' 'error parsing value for field "store"'."""
     text = str(exc)
-    section = next((name for name in SECTIONS if f'"{name}"' in text), None)
+    section = next((name for name in sections if f'"{name}"' in text), None)
     if section is None:
         return f"a REFLECTRM_ setting could not be read ({' '.join(text.split())}): fix it or unset it"
     return (f"{ENV_PREFIX}{section.upper()} is not valid JSON: give a JSON object (e.g. "
-            f"{ENV_PREFIX}{section.upper()}='{{\"{_section_fields(SECTIONS[section])[0]}\": ...}}') or set single "
+            f"{ENV_PREFIX}{section.upper()}='{{\"{section_fields(sections[section])[0]}\": ...}}') or set single "
             f"fields as {ENV_PREFIX}{section.upper()}__FIELD")
 
 
@@ -242,30 +169,19 @@ def _env_names(loc: list[str]) -> str:
     return f" ({ENV_PREFIX}{loc[0].upper()}__{loc[1].upper()} or {ENV_PREFIX}{loc[1].upper()})"
 
 
-def parse_auth(value: str) -> list[tuple[str, str]]:
-    """Parse "user:pass,user2:pass2" (passwords may contain ':'; users may not)."""
-    pairs = []
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        user, sep, password = item.partition(":")
-        if not sep or not user or not password:
-            raise ValueError(f"auth entry {item.split(':')[0]!r}... must be user:password "
-                             "(entries separated by commas)")
-        pairs.append((user, password))
-    return pairs
+class StoreEnvironment(SectionedSettings):
+    """The store's section alone, as the store's own commands read it (no other section is read or checked)."""
+
+    store: StoreSettings = StoreSettings()
 
 
-def parse_proxies(value: str) -> list[str]:
-    """Parse "127.0.0.1,10.0.0.0/8" (IP addresses or networks); "" is no proxy. "*" is refused: it trusts everyone."""
-    import ipaddress
+def load_store_settings(**overrides: Any) -> StoreSettings:
+    """The store's settings from the environment (`REFLECTRM_DATABASE_URL`, ...), `overrides` by field name on top.
 
-    entries = [part.strip() for part in value.split(",") if part.strip()]
-    for entry in entries:
-        try:
-            ipaddress.ip_network(entry, strict=False)
-        except ValueError:
-            raise ValueError(f"trusted proxy {entry[:60]!r} is not an IP address or network (e.g. 127.0.0.1 or "
-                             "10.0.0.0/8); list only the proxies in front of the app") from None
-    return entries
+    Raises:
+        ConfigError: a store setting is invalid; the message names it and its environment variables.
+    """
+    return StoreEnvironment.load(**overrides).store
 
 
 def normalise_url(url: str) -> str:

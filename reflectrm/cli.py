@@ -111,12 +111,14 @@ def add_judge_flags(p: argparse.ArgumentParser, *, skip: Collection[str] = ()) -
 
 
 def add_backend_flags(p: argparse.ArgumentParser, *, given_only: bool = False, skip: Collection[str] = ()) -> None:
-    """--model, --backend, --device, --threads (`BackendConfig`) and the engine options (`EngineConfig`).
+    """--model, --backend, --device, --threads (`BackendConfig`) but those in `skip`, and the engine options
+    (`EngineConfig`) unless "backend" is skipped (a command that runs the transformers backend only).
 
     `given_only`: the flags default to None, for a command whose defaults come from its settings (`app`)."""
     add_config_flags(p.add_argument_group("model and backend (BackendConfig)"), BackendConfig,
                      extra=BACKEND_FLAGS, given_only=given_only, skip=skip)
-    add_engine_flags(p)
+    if "backend" not in skip:  # the engine options are those of --backend vllm|openai
+        add_engine_flags(p)
 
 
 def add_engine_flags(p: argparse.ArgumentParser) -> None:

@@ -29,6 +29,14 @@ def rng() -> random.Random:
     return random.Random(1234)
 
 
+@pytest.fixture
+def no_reflectrm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No REFLECTRM_ variable set (the machine's own would change what the settings read)."""
+    for name in list(os.environ):
+        if name.upper().startswith("REFLECTRM_"):
+            monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session")
 def demo_backend():
     """The bundled demo judge on the transformers backend (loaded once per test session)."""

@@ -40,12 +40,10 @@ FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
 DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
-                 "reflectrm.backends.engine", "reflectrm.defaults",
                  "reflectrm.eval.scoring")
 """The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
-keeps evaluation items (`reflectrm.eval.scoring`'s types), validates engine options with their config type
-(`reflectrm.backends.engine.EngineConfig`), and takes the default judge's thread count from `reflectrm.defaults`;
-nothing else (no backend, pipeline or runner)."""
+keeps evaluation items (`reflectrm.eval.scoring`'s types); nothing else (no backend, pipeline or runner). The
+settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""
 
 
 def _imports(path: Path, *, package: str = "") -> set[str]:

@@ -114,8 +114,9 @@ ONE_LINE = [
     # a section given as JSON that is not JSON: pydantic-settings' SettingsError traceback
     pytest.param(["export", "judgments", "--out", "o.jsonl", "--db", "store.db"], {"REFLECTRM_STORE": "{bad"},
                  "REFLECTRM_STORE is not valid JSON", id="env-store-not-json"),
-    pytest.param(["db", "upgrade", "--db", "store.db"], {"REFLECTRM_JUDGE": "[1"},
-                 "REFLECTRM_JUDGE is not valid JSON", id="env-judge-not-json"),
+    # the judge section is the app's (a store command reads only its own): the app refuses it before it starts
+    pytest.param(["app", "--port", "0"], {"REFLECTRM_JUDGE": "[1"}, "REFLECTRM_JUDGE is not valid JSON",
+                 id="env-judge-not-json"),
     # numbers past what a 64-bit column holds: an OverflowError from the query, or minutes of judging first
     pytest.param(["compare", "123456789012345678901234", "1", "--db", "store.db"], {}, "is not an id",
                  id="compare-24-digit-run-id"),
@@ -234,11 +235,11 @@ def test_a_server_that_never_answers_is_a_one_line_time_out(args: list[str], sil
 
 def test_the_connect_time_out_is_a_setting_with_a_floor() -> None:
     from reflectrm.errors import ConfigError
-    from reflectrm_db.settings import load_settings
+    from reflectrm_db.settings import load_store_settings
 
-    assert load_settings().store.connect_timeout_s == 10
+    assert load_store_settings().connect_timeout_s == 10
     with pytest.raises(ConfigError, match="connect_timeout_s"):
-        load_settings(connect_timeout_s=0)  # libpq reads 0 as "wait for ever"
+        load_store_settings(connect_timeout_s=0)  # libpq reads 0 as "wait for ever"
 
 
 # --- leave nothing behind -----------------------------------------------------------------------------------------

@@ -156,3 +156,39 @@ def test_judge_input_and_eval_read_a_file_alike(name, text, reads, tmp_path, mon
     evaluated = _eval_reads(path, tmp_path, monkeypatch, capsys)
     assert judged == evaluated
     assert judged.startswith("labels: ") == reads, judged
+
+
+# --- the benches that load a judge take its flags as `judge` does -------------------------------------------
+
+class _Parsed(Exception):
+    """Raised where a bench would parse its arguments: its parser is complete by then."""
+
+
+@pytest.mark.parametrize(("name", "skipped"), [
+    pytest.param("judge_speed", {"backend"}, id="judge_speed"),  # transformers only: the naive column drives its model
+    pytest.param("serve_load", {"model"}, id="serve_load"),  # --shape picks the model
+    pytest.param("demo_reflection", set(), id="demo_reflection"),
+    pytest.param("gpu_judge", {"model", "backend", "threads"}, id="gpu_judge"),  # --backends: one column each
+])
+def test_the_benches_that_load_a_judge_take_its_flags_from_backend_config(name, skipped, monkeypatch):
+    from tests.conftest import load_bench
+
+    seen: list[argparse.ArgumentParser] = []
+
+    def capture(self, args=None, namespace=None):  # noqa: ANN001, ANN202
+        seen.append(self)
+        raise _Parsed
+
+    bench = load_bench(name)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    monkeypatch.setattr("sys.argv", [name])
+    with pytest.raises(_Parsed):
+        bench.main()
+    options, judge = _options(seen[0]), _options(_commands()["judge"])
+    for f in fields(BackendConfig):
+        if f.name in skipped:
+            assert f.name not in options, (name, f.name)
+            continue
+        action = options[f.name]
+        assert (action.option_strings, action.default, _reading(action)) == \
+            (judge[f.name].option_strings, judge[f.name].default, _reading(judge[f.name])), (name, f.name)

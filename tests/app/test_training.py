@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from reflectrm.backends import ScriptedBackend
 from reflectrm.demo import DEMO_MODEL_DIR
 from reflectrm.demo.tasks import make_pairs
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
+from reflectrm.training.grpo import TrainConfig
 from reflectrm.training.runs import RunFiles, process_start
 from tests.app.conftest import make_services
 from tests.db.helpers import scripted_output
@@ -34,7 +36,9 @@ FAST = {"learning_rate": 5e-5, "batch_size": 2, "num_generations": 4, "max_compl
 
 
 def request(snapshot: str = "s1", **changes: object) -> TrainRequest:
-    return TrainRequest(**{"snapshot": snapshot, "base_model": str(DEMO_MODEL_DIR), "max_steps": 2, **FAST, **changes})
+    """A request as the Train form makes it (its fields by name; `TrainConfig`'s for the run's settings)."""
+    return TrainRequest.from_form(**{"snapshot": snapshot, "base_model": str(DEMO_MODEL_DIR), "max_steps": 2, **FAST,
+                                     **changes})
 
 
 def open_services(db: str, runs: Path) -> AppServices:
@@ -101,6 +105,33 @@ def test_the_form_maps_onto_a_valid_train_config() -> None:
     budgeted = train_config(request(max_minutes=1.5, decay_over_time=True, precision="bf16"), settings)
     assert (budgeted.max_time_s, budgeted.lr_scheduler, budgeted.bf16) == (90.0, "linear-time", True)
     assert train_config(request(precision="fp32"), settings).bf16 is False
+
+
+def test_a_request_restates_no_train_config_default() -> None:
+    # the trap: a form record with its own copy of TrainConfig's fields and defaults drifts from the class
+    asked = TrainRequest.from_form(snapshot="s", base_model="m", max_steps=5)
+    assert asked.config == TrainConfig(max_steps=5)
+    assert (asked.max_minutes, asked.decay_over_time, asked.precision, asked.mix) == (0, False, "auto", "paper")
+    assert not {f.name for f in fields(TrainRequest)} & {f.name for f in fields(TrainConfig)}
+    budgeted = TrainRequest.from_form(snapshot="s", base_model="m", max_steps=5, max_minutes=1.5,
+                                      decay_over_time=True, precision="fp32")
+    assert (budgeted.max_minutes, budgeted.decay_over_time, budgeted.precision) == (1.5, True, "fp32")
+    with pytest.raises(InputError, match="max steps must be a whole number of at least 1, got -1"):
+        TrainRequest(snapshot="s", base_model="m", config=TrainConfig())  # epochs: a form run is bounded by steps
+
+
+def test_the_form_offers_the_paper_s_settings_for_a_model_that_is_not_the_demo_judge(tmp_path: Path) -> None:
+    services = open_services(f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "runs")
+    try:
+        services.training.active_judge = lambda: "Qwen/Qwen3-4B"
+        d = services.training.defaults()
+        paper = TrainConfig()
+        assert (d.base_model, d.config.max_steps, d.config.gradient_checkpointing) == ("Qwen/Qwen3-4B", 100, True)
+        assert (d.config.learning_rate, d.config.batch_size, d.config.num_generations, d.config.save_steps) == \
+            (paper.learning_rate, paper.batch_size, paper.num_generations, paper.save_steps)
+        assert d.config.max_completion_length == services.settings.judge.max_new_tokens
+    finally:
+        services.close()
 
 
 # --- refusals: one clear line naming the problem and the fix ----------------------------------------------------

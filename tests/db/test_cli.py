@@ -117,6 +117,21 @@ def test_db_backup_copies_a_store_in_use(sqlite_url: str, tmp_path: Path, capsys
     assert "already exists" in capsys.readouterr().err
 
 
+def test_db_backup_without_db_backs_up_the_store_the_environment_names(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the trap: backup read the URL off the sectioned settings' top level and died with an AttributeError
+    with JudgmentStore.open(sqlite_url) as store:
+        from tests.db.helpers import make_pairs
+
+        store.add_pairs(make_pairs(2))
+    monkeypatch.setenv("REFLECTRM_DATABASE_URL", sqlite_url)
+    assert main(["db", "backup", str(tmp_path / "env-backup.db")]) == 0
+    con = sqlite3.connect(tmp_path / "env-backup.db")
+    assert con.execute("SELECT count(*) FROM pairs").fetchone() == (2,)
+    con.close()
+
+
 def test_db_backup_of_postgresql_points_to_pg_dump(
     pg_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 from reflectrm_db import schema
 from reflectrm_db.engine import make_engine
 from reflectrm_db.models import Base
-from reflectrm_db.services import JudgmentStore, load_settings
+from reflectrm_db.services import JudgmentStore, load_store_settings
 from reflectrm_db.settings import normalise_url
 from reflectrm.errors import ConfigError
 
@@ -105,10 +105,10 @@ def test_normalise_url_rejects_unsupported_databases(bad: str) -> None:
 
 def test_settings_read_the_environment_and_reject_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REFLECTRM_DATABASE_URL", "postgresql://u@h/db")
-    assert load_settings().store.database_url == "postgresql+psycopg://u@h/db"
+    assert load_store_settings().database_url == "postgresql+psycopg://u@h/db"
     monkeypatch.setenv("REFLECTRM_SQLITE_SYNCHRONOUS", "sometimes")
     with pytest.raises(ConfigError, match="sqlite_synchronous"):
-        load_settings()
+        load_store_settings()
 
 
 @pytest.mark.parametrize(

@@ -59,23 +59,23 @@ def build(wb: Workbench, tab: Any) -> None:
             base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                     elem_id="train-base-model")
             with gr.Row():
-                max_steps = gr.Number(d.max_steps, label="Max steps", elem_id="train-max-steps")
-                lr = gr.Number(d.learning_rate, label="Learning rate", elem_id="train-lr")
+                max_steps = gr.Number(d.config.max_steps, label="Max steps", elem_id="train-max-steps")
+                lr = gr.Number(d.config.learning_rate, label="Learning rate", elem_id="train-lr")
                 minutes = gr.Number(d.max_minutes, label="Time budget, minutes (0 = none)",
                                     elem_id="train-minutes")
-                lora = gr.Checkbox(d.lora, label="LoRA adapter", elem_id="train-lora")
+                lora = gr.Checkbox(d.config.lora, label="LoRA adapter", elem_id="train-lora")
             with gr.Accordion("More settings", open=False):
                 with gr.Row():
-                    batch = gr.Number(d.batch_size, label="Prompts per step",
+                    batch = gr.Number(d.config.batch_size, label="Prompts per step",
                                       elem_id="train-batch")
-                    group = gr.Number(d.num_generations,
+                    group = gr.Number(d.config.num_generations,
                                       label="Group size (samples per prompt)", elem_id="train-group")
                 with gr.Row():
-                    length = gr.Number(d.max_completion_length, label="Max completion tokens",
+                    length = gr.Number(d.config.max_completion_length, label="Max completion tokens",
                                        elem_id="train-length")
-                    save = gr.Number(d.save_steps, label="Checkpoint every N steps",
+                    save = gr.Number(d.config.save_steps, label="Checkpoint every N steps",
                                      elem_id="train-save")
-                grad_ckpt = gr.Checkbox(d.gradient_checkpointing,
+                grad_ckpt = gr.Checkbox(d.config.gradient_checkpointing,
                                         label="Gradient checkpointing (less GPU memory, slower)")
                 with gr.Row():
                     decay = gr.Checkbox(d.decay_over_time, label="Decay the rate to 0 over the time budget",
@@ -146,7 +146,7 @@ def build(wb: Workbench, tab: Any) -> None:
 
     def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt, budget, decayed,
                    dtype, chosen_mix) -> TrainRequest:
-        return TrainRequest(
+        return TrainRequest.from_form(
             snapshot=snap or "", base_model=model or "", max_steps=whole(steps, "max steps", minimum=1),
             learning_rate=float(rate or 0), lora=bool(use_lora),
             batch_size=whole(prompts, "prompts per step", minimum=1),
