@@ -162,11 +162,12 @@ class Loop:
     def train(self, snapshot: str, *, minutes: float, mix: str, name: str) -> str:
         """Start a run as the Train tab does, watch it to the end; returns its final model folder."""
         a = self.args
-        request = TrainRequest(snapshot=snapshot, base_model=a.model, max_steps=a.max_steps, learning_rate=a.lr,
-                               batch_size=a.prompts_per_step, num_generations=a.num_generations,
-                               max_completion_length=self.domain.output_tokens, save_steps=a.max_steps,
-                               gradient_checkpointing=False, max_minutes=minutes, decay_over_time=True, mix=mix,
-                               mix_seed=0)
+        request = TrainRequest.from_form(snapshot=snapshot, base_model=a.model, max_steps=a.max_steps,
+                                         learning_rate=a.lr, batch_size=a.prompts_per_step,
+                                         num_generations=a.num_generations,
+                                         max_completion_length=self.domain.output_tokens, save_steps=a.max_steps,
+                                         gradient_checkpointing=False, max_minutes=minutes, decay_over_time=True,
+                                         mix=mix, mix_seed=0)
         clock = stopwatch()
         run = self.training.start(request)
         mix_used = run.config.get("data_mix", {})
