@@ -250,13 +250,11 @@ def derive_from_labels(
     """Derive the paper's training examples from the judge's own rollouts of labelled pairs.
 
     For each labelled pair (of data set `source`, if given) the newest judgment in the pair's own order with
-    sampled rollouts (by `model`, if given) yields what `reflectrm.training.data` builds from a benchmark: a
-    preference example unless every sample was right, and one reflection pair (a right against a wrong
-    analysis) where the samples disagree. Pairs a person corrected are left out (the correction derives
-    theirs). Examples derived before are not added twice; run again after judging more pairs.
+    sampled rollouts (by `model`, if given) yields what `build-data` builds from a benchmark (the one rule,
+    `recipe.labelled_examples`): a preference example unless every sample was right, and one reflection pair
+    (a right against a wrong analysis) where the samples disagree. Pairs a person corrected are left out (the
+    correction derives theirs). Examples derived before are not added twice; run again after judging more pairs.
     """
-    from reflectrm.training import data as recipe_data
-
     j, p, c = m.Judgment, m.Pair, m.Correction
     sampled = select(m.Sample.id).where(m.Sample.judgment_id == j.id, m.Sample.greedy.is_(False)).exists()
     newest = select(func.max(j.id)).join(p, p.id == j.pair_id).where(
@@ -280,12 +278,11 @@ def derive_from_labels(
                 continue
             judged = stored.judgment
             rendering = recipe.Rendering.from_config(judged.config)
-            config = recipe_data.DataConfig(seed=seed, control_suffix=rendering.control_suffix,
-                                            critique_includes_verdict=rendering.critique_includes_verdict)
-            if recipe_data.dropped(judged, config=config) is not None:
+            if recipe.labelled_dropped(judged) is not None:
                 counts["easy"] += 1
                 continue
-            derived = recipe_data.derive(judged, config=config, origins=(training_rows.LABEL_ORIGIN,) * 2)
+            derived = recipe.labelled_examples(judged, seed=seed, rendering=rendering,
+                                               origins=(training_rows.LABEL_ORIGIN,) * 2)
             sample_id = {r.index: sid for r, sid in zip(judged.rollouts, stored.sample_ids) if not r.greedy}
             provenance = {"pair_id": stored.pair_id, "correction_id": None, "judgment_id": stored.id}
             wanted: list[tuple[ExampleKind, str, dict[str, Any]]] = [

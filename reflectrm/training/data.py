@@ -37,7 +37,7 @@ from typing import Any
 
 from reflectrm.core.config import check_seed, seed_number
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task, response_prompt
-from reflectrm.core.types import ChatMessage, Judgment, PreferencePair, Rollout
+from reflectrm.core.types import ChatMessage, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError, require
 import reflectrm.training.recipe as recipe
 from reflectrm.training.recipe import ROW_FIELDS, Analysis, Rendering, TrainingExample, rows_hash
@@ -175,8 +175,7 @@ def unique_pairs(pairs: Iterable[PreferencePair]) -> list[PreferencePair]:
 # --- examples from rollouts (pure) ------------------------------------------------------------------
 
 
-def _sampled(j: Judgment) -> list[Rollout]:
-    return [r for r in j.rollouts if not r.greedy]
+_sampled = recipe.sampled
 
 
 def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingExample:
@@ -186,25 +185,14 @@ def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingE
 
 def derive(j: Judgment, *, config: DataConfig,
            origins: tuple[str, str] = ("preference", "reflection")) -> recipe.DerivedExamples:
-    """The recipe on one judged pair: the correction path's function with the label as the verdict, no marks
-    and one reflection pair (the paper's), over the sampled rollouts (keyed by `Rollout.index`)."""
-    analyses = [Analysis(r.index, r.analysis, r.prediction) for r in _sampled(j)]
-    return recipe.derive_examples(
-        j.pair, analyses, verdict=j.pair.label, max_pairs=1, rendering=config.rendering,  # type: ignore[arg-type]
-        seed=_derive_seed(config.seed, j.pair.fingerprint(), "reflection"),
-        unparseable_is_wrong=config.unparseable_is_incorrect, origins=origins)
+    """The recipe on one judged pair (`recipe.labelled_examples` under `config`)."""
+    return recipe.labelled_examples(j, seed=config.seed, rendering=config.rendering,
+                                    unparseable_is_wrong=config.unparseable_is_incorrect, origins=origins)
 
 
 def dropped(j: Judgment, *, config: DataConfig) -> str | None:
-    """Why the paper's recipe takes nothing from a labelled, judged pair ("easy": every sample right; "all_wrong":
-    no sample right, when `config.keep_all_wrong` is off), or None when it derives examples from it."""
-    samples = _sampled(j)
-    right = sum(r.prediction == j.pair.label for r in samples)
-    if samples and right == len(samples):
-        return "easy"
-    if right == 0 and not config.keep_all_wrong:
-        return "all_wrong"
-    return None
+    """Why the recipe takes nothing from `j` under `config` (`recipe.labelled_dropped`), or None."""
+    return recipe.labelled_dropped(j, keep_all_wrong=config.keep_all_wrong)
 
 
 def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | None:
@@ -213,9 +201,7 @@ def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | 
     return derived.reflection[0][1] if derived.reflection else None
 
 
-def _derive_seed(seed: int, key: str, purpose: str) -> int:
-    digest = hashlib.sha256(f"{seed}\x00{key}\x00{purpose}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
+_derive_seed = recipe.derive_seed
 
 
 def examples_from_rollouts(

@@ -3,8 +3,9 @@
 The one place where preference examples and reflection pairs are built and rendered. Both paths
 call the same functions with different arguments:
 
-* the benchmark path (`reflectrm.training.data`): the verdict is the pair's label, no marks, one
-  reflection pair per mixed-outcome item (`max_pairs=1`, the paper's recipe);
+* the labelled path (`labelled_examples`, which `reflectrm.training.data` and the store's
+  `derive_from_labels` call): the verdict is the pair's label, no marks, one reflection pair per
+  mixed-outcome item (`max_pairs=1`, the paper's recipe) over the judge's sampled rollouts;
 * the correction path (`reflectrm_db.curation`): the verdict is a person's, marks override the rule below,
   up to the correction's `max_pairs` pairs.
 
@@ -34,7 +35,7 @@ from typing import Any, Literal
 
 from reflectrm.core import prompts
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task
-from reflectrm.core.types import ChatMessage, Choice, PreferencePair, messages_to_dicts
+from reflectrm.core.types import ChatMessage, Choice, Judgment, PreferencePair, Rollout, messages_to_dicts
 from reflectrm.errors import InputError
 
 Mark = Literal["right", "wrong"]
@@ -226,6 +227,43 @@ def derive_examples(
 
 
 # --- identity -------------------------------------------------------------------------------------
+
+
+def derive_seed(seed: int, key: str, purpose: str) -> int:
+    """A seed for one `purpose` on one item `key` under the run's `seed` (stable across processes)."""
+    digest = hashlib.sha256(f"{seed}\x00{key}\x00{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def sampled(j: Judgment) -> list[Rollout]:
+    """The sampled rollouts of a judgment (the greedy one is not a training sample)."""
+    return [r for r in j.rollouts if not r.greedy]
+
+
+def labelled_dropped(j: Judgment, *, keep_all_wrong: bool = True) -> str | None:
+    """Why the paper's recipe takes nothing from a labelled, judged pair ("easy": every sample right; "all_wrong":
+    no sample right, when `keep_all_wrong` is off), or None when it derives examples from it."""
+    samples = sampled(j)
+    right = sum(r.prediction == j.pair.label for r in samples)
+    if samples and right == len(samples):
+        return "easy"
+    if right == 0 and not keep_all_wrong:
+        return "all_wrong"
+    return None
+
+
+def labelled_examples(j: Judgment, *, seed: int, rendering: Rendering = Rendering(),
+                      unparseable_is_wrong: bool = False,
+                      origins: tuple[str, str] = ("preference", "reflection")) -> DerivedExamples:
+    """The paper's recipe on one labelled, judged pair: `derive_examples` with the label as the verdict, no marks
+    and one reflection pair, over the sampled rollouts (keyed by `Rollout.index`), seeded per pair."""
+    if j.pair.label is None:
+        raise InputError(f"pair {j.pair.id!r} has no label: the paper's recipe needs labelled pairs")
+    analyses = [Analysis(r.index, r.analysis, r.prediction) for r in sampled(j)]
+    return derive_examples(
+        j.pair, analyses, verdict=j.pair.label, max_pairs=1, rendering=rendering,
+        seed=derive_seed(seed, j.pair.fingerprint(), "reflection"),
+        unparseable_is_wrong=unparseable_is_wrong, origins=origins)
 
 
 def row_json(row: Mapping[str, Any]) -> str:
