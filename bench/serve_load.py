@@ -11,7 +11,8 @@ client count, that many clients (threads, one connection each) send requests of 
 group), until `--groups` groups (at least one per client) are answered; a 429 waits its Retry-After
 and is sent again (and counted). Printed per row: groups/s, latency p50 / p95 / p99, 429s, errors, batches and requests per
 batch, and the share of the wall time the backend spent generating. In the same run, the same
-groups are judged offline in one `group_rewards` call by the same backend (one stage-1 and one
+groups (the same seeds, so the same generations; vLLM's prefix cache emptied before each pass) are
+judged offline in one `group_rewards` call by the same backend (one stage-1 and one
 stage-2 batch): the `ratio` column is served groups/s over that offline groups/s. `--design serial`
 serves one request at a time (the design before batching across requests) for the baseline ratio
 (`--serial-clients` picks its client counts).
@@ -164,6 +165,13 @@ def offline(backend, groups, judge_config, reward_config) -> float:  # noqa: ANN
     return time.perf_counter() - started
 
 
+def fresh_cache(backend) -> None:  # noqa: ANN001
+    """Empty the vLLM engine's prefix cache, so that judging the same groups twice costs the same both times."""
+    llm = getattr(backend, "llm", None)
+    if llm is not None and hasattr(llm, "reset_prefix_cache"):
+        llm.reset_prefix_cache()
+
+
 def row(design: str, clients: int, backend, judge_config, reward_config, args, record):  # noqa: ANN001
     count = max(args.groups, clients)  # every client sends at least once: 64 clients are 64 concurrent requests
     groups = workload(count, args.group, seed=1000 * clients + (design == "serial"))
@@ -172,12 +180,15 @@ def row(design: str, clients: int, backend, judge_config, reward_config, args, r
     service = RewardService(backend, judge_config=judge_config, reward_config=reward_config, config=config,
                             record=record)
     url, server = start(service)
+    fresh_cache(backend)
     try:
         load = Load(url, groups)
         wall = load.run(clients, total=len(groups))
     finally:
         server.should_exit = True
-    offline_s = offline(backend, workload(count, args.group, seed=1000 * clients + 7), judge_config, reward_config)
+    # the same groups (same seeds: same generations, same lengths), from a cold prefix cache as the service had
+    fresh_cache(backend)
+    offline_s = offline(backend, groups, judge_config, reward_config)
     lat = [s for _, s in load.latencies]
     served, bound = load.answered / wall, count / offline_s
     c = service.counters
