@@ -94,11 +94,20 @@ class Batcher:
         with self._cond:
             if self._draining:
                 raise Draining("the service is shutting down")
-            if len(self._waiting) >= self.max_queue + (0 if self._running else 1):
+            if self._full():
                 raise Busy(f"{self.max_queue} requests already queued")
             self._waiting.append(job)
             self._cond.notify_all()
         return job
+
+    def _full(self) -> bool:
+        return len(self._waiting) >= self.max_queue + (0 if self._running else 1)
+
+    @property
+    def full(self) -> bool:
+        """Whether `submit` would refuse a job now (checked before a request's body is read; `submit` decides)."""
+        with self._cond:
+            return self._full()
 
     @property
     def queued(self) -> int:

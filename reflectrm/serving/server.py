@@ -14,7 +14,9 @@ backend is busy, or within `batch_window_s` when it is idle, are judged together
 one stage-2 batch, each answered with its own result, identical to what it gets alone. Up to
 `max_queue` requests wait for the next batch; the next gets 429 with Retry-After at once. A body is
 counted while it streams (413 past `max_body_bytes`, chunked or not; 408 when it stalls for
-`body_timeout_s`). A client that disconnects is dropped from the queue, and its batch stops when no
+`body_timeout_s`); a full queue refuses before reading the body, so a flood costs little more than its
+connections; a connection whose request line and headers are not whole within `header_timeout_s`
+gets 408 and is closed (`serve`'s HTTP protocol), however slowly it drips them. A client that disconnects is dropped from the queue, and its batch stops when no
 batchmate remains. SIGTERM drains: no new work (503 + Retry-After, /health "draining"), admitted
 requests are answered within `drain_timeout_s` (the rest get 503 + Retry-After, nothing of theirs
 stored), then the process exits 0. A backend failure (an upstream server down) is 503; bad input is
@@ -61,6 +63,8 @@ class ServeConfig:
     round_judgments: int = 4096  # most judgments one batch holds; a larger backlog waits for the next
     round_requests: int | None = None  # most requests one batch holds (1: one at a time, the old design)
     body_timeout_s: float = 30.0  # a body that stalls this long between chunks gets 408
+    header_timeout_s: float = 30.0  # a request line and headers not whole this long after the connection
+    # opened (or after its last answer) get 408 and the connection closes (`http_protocol`)
     drain_timeout_s: float = 60.0  # on SIGTERM, how long admitted requests have to finish
 
 
@@ -299,6 +303,8 @@ def build_app(service: RewardService) -> Any:
         try:
             if service.batcher.draining:
                 raise Draining("the service is shutting down")
+            if service.batcher.full:  # before the body is read or parsed: a flood costs its connections only
+                raise Busy(f"{config.max_queue} requests already queued")
             body = await read_body(request)
             job = await run_in_threadpool(lambda: make_job(parse_json(body)))  # CPU work off the event loop
             service.batcher.submit(job)
@@ -361,11 +367,80 @@ def build_app(service: RewardService) -> Any:
     return app
 
 
+_HEADER_TIMEOUT_REPLY = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                         b"content-length: %d\r\n\r\n%s")
+
+
+def http_protocol(header_timeout_s: float) -> type:
+    """uvicorn's HTTP protocol (httptools when installed, else h11) with a deadline on every request's head.
+
+    uvicorn times out an idle keep-alive connection, but not one that sends part of a request line or
+    headers and then nothing, or drips them a byte at a time (each byte restarts its idle timer): each
+    such connection is held open for ever. Here the head of each request must be whole within
+    `header_timeout_s` of the connection opening (or of the previous answer); otherwise the connection
+    closes, with a one-line 408 when part of a request came (an idle one closes silently, as uvicorn's
+    keep-alive timer does). The body has its own limit (`ServeConfig.body_timeout_s`).
+    """
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    except ImportError:  # httptools is optional in uvicorn
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+
+    message = json.dumps({"error": f"the request's headers were not whole within {header_timeout_s:g}s: "
+                                   "send the request at once"}).encode()
+
+    class HeadDeadline(base):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_head_deadline()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_head_deadline()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head_deadline()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            self._head_bytes = True
+            super().data_received(data)
+
+        def _arm_head_deadline(self) -> None:
+            self._disarm_head_deadline()
+            self._head_bytes = False
+            waiting_for = self.cycle  # a new request's head replaces it
+            self._head_deadline = self.loop.call_later(header_timeout_s, self._head_overdue, waiting_for)
+
+        def _disarm_head_deadline(self) -> None:
+            if (deadline := getattr(self, "_head_deadline", None)) is not None:
+                deadline.cancel()
+                self._head_deadline = None
+
+        def _head_overdue(self, waiting_for: Any) -> None:
+            self._head_deadline = None
+            if self.cycle is not waiting_for or self.transport.is_closing():
+                return  # a request's head arrived in time
+            if self._head_bytes:  # part of a request came: say why; a connection that sent nothing just closes
+                log.info("closing a connection whose request headers were not whole within %gs", header_timeout_s)
+                self.transport.write(_HEADER_TIMEOUT_REPLY % (len(message), message))
+            self.transport.close()
+
+    return HeadDeadline
+
+
+def uvicorn_config(service: RewardService, *, host: str, port: int, log_level: str = "warning",
+                   timeout_keep_alive: int = 30) -> Any:
+    """The uvicorn configuration `serve` runs: the app over `service`, with its head deadline."""
+    uvicorn = require("uvicorn", extra="serve")
+    return uvicorn.Config(build_app(service), host=host, port=port, log_level=log_level,
+                          timeout_keep_alive=timeout_keep_alive, timeout_graceful_shutdown=10,
+                          http=http_protocol(service.config.header_timeout_s))
+
+
 def serve(service: RewardService, *, host: str, port: int) -> None:
     """Run the service with uvicorn; SIGTERM or Ctrl-C drains it (`RewardService.drain`), a second one stops at once."""
-    uvicorn = require("uvicorn", extra="serve")
-    server = draining_server(uvicorn.Config(build_app(service), host=host, port=port, log_level="warning",
-                                            timeout_keep_alive=30, timeout_graceful_shutdown=10), service)
+    server = draining_server(uvicorn_config(service, host=host, port=port), service)
     server.run()
 
 

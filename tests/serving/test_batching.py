@@ -18,7 +18,7 @@ from reflectrm.core import JudgeConfig
 from reflectrm.errors import BackendError, ContextLengthError
 from reflectrm.serving.batcher import ClientLeft
 from reflectrm.serving.rewards import RewardConfig, group_rewards
-from reflectrm.serving.server import RewardService, ServeConfig, build_app
+from reflectrm.serving.server import RewardService, ServeConfig, uvicorn_config
 from tests.conftest import critique_output, response_output
 
 CONFIG = JudgeConfig(n=3, max_new_tokens=8, reflection_max_new_tokens=8)
@@ -180,7 +180,7 @@ def serve_http():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(build_app(service), host="127.0.0.1", port=port, log_level="error"))
+        server = uvicorn.Server(uvicorn_config(service, host="127.0.0.1", port=port, log_level="error"))
         threading.Thread(target=server.run, daemon=True).start()
         deadline = time.monotonic() + WAIT_S
         while not server.started and time.monotonic() < deadline:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import select
 import socket
 import threading
 import time
@@ -15,16 +17,16 @@ from reflectrm.backends import ScriptedBackend
 from reflectrm.core import JudgeConfig
 from reflectrm.errors import BackendError
 from reflectrm.serving.rewards import RewardConfig
-from reflectrm.serving.server import RewardService, ServeConfig, build_app, openrlhf_groups
+from reflectrm.serving.server import RewardService, ServeConfig, build_app, openrlhf_groups, uvicorn_config
 from tests.conftest import critique_output, response_output
 
 CONFIG = JudgeConfig(n=2, max_new_tokens=8, reflection_max_new_tokens=8)
 
 
-def longer_wins(gate: threading.Event | None = None, fail: bool = False) -> ScriptedBackend:
+def longer_wins(gate: threading.Event | None = None, fail: bool = False, wait_s: float = 10) -> ScriptedBackend:
     def responder(text, seed, params):
         if gate is not None:
-            gate.wait(10)
+            gate.wait(wait_s)
         if fail:
             raise BackendError("cannot reach server http://gpu1:8000/v1 (ConnectError)")
         if "## Critiques for Judgment" in text:
@@ -50,9 +52,11 @@ def start():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(build_app(service), host="127.0.0.1", port=port, log_level="error"))
+        server = uvicorn.Server(uvicorn_config(service, host="127.0.0.1", port=port, log_level="error"))
         threading.Thread(target=server.run, daemon=True).start()
+        deadline = time.monotonic() + 60
         while not server.started:
+            assert time.monotonic() < deadline, "the service did not start within 60 s"
             time.sleep(0.02)
         servers.append(server)
         return f"http://127.0.0.1:{port}", service, recorded
@@ -179,6 +183,97 @@ def test_a_body_that_stalls_gets_408(start):
         reply = s.recv(4096).decode()
     assert reply.startswith("HTTP/1.1 408") and "stalled for 0.5s" in reply
     assert httpx.get(f"{url}/health").json()["status"] == "ok"
+
+
+def _head_of(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+@pytest.mark.parametrize("sent", [
+    pytest.param(b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\n", id="headers-never-finished"),
+    pytest.param(b"POS", id="request-line-cut"),
+    pytest.param(b"drip", id="a-byte-at-a-time"),  # each byte restarts uvicorn's idle timer: no deadline but ours
+])
+def test_a_request_whose_headers_never_finish_gets_408_and_the_others_are_answered(start, sent):
+    url, _, _ = start(longer_wins(), header_timeout_s=0.5)
+    head = b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    with socket.create_connection(_head_of(url), timeout=10) as s:
+        if sent == b"drip":
+            opened = time.monotonic()
+            for byte in head:  # one byte every 0.1 s: 5 s of headers, never whole within the deadline
+                if select.select([s], [], [], 0.1)[0]:  # the answer came: stop sending (a byte after the
+                    break  # server's close would be answered with a reset, which may discard the 408)
+                s.sendall(bytes([byte]))
+            assert time.monotonic() - opened < 5, "the dripping connection was never closed"
+        else:
+            s.sendall(sent)
+        # meanwhile the service answers another client
+        other = httpx.post(f"{url}/v1/judge", json={"query": "q", "response_1": "a", "response_2": "bb"}, timeout=10)
+        assert other.status_code == 200
+        reply = b""
+        while chunk := s.recv(4096):  # the server closes the connection after its 408
+            reply += chunk
+    text = reply.decode()
+    assert text.startswith("HTTP/1.1 408") and "not whole within 0.5s" in text, text
+
+
+def test_a_connection_that_sends_nothing_is_closed_silently(start):
+    url, _, _ = start(longer_wins(), header_timeout_s=0.3)
+    with socket.create_connection(_head_of(url), timeout=10) as s:
+        assert s.recv(4096) == b""  # closed at the deadline, nothing written (an idle keep-alive ends the same)
+
+
+def test_a_keep_alive_connection_is_judged_again_after_its_first_answer(start):
+    url, _, _ = start(longer_wins(), header_timeout_s=0.5)
+    body = {"query": "q", "response_1": "a", "response_2": "bb"}
+    with httpx.Client(timeout=10) as client:  # one connection: the deadline re-arms after each answer
+        for _ in range(3):
+            assert client.post(f"{url}/v1/judge", json=body).status_code == 200
+            time.sleep(0.2)
+
+
+def test_a_flood_of_1000_requests_is_refused_at_once_and_the_queue_recovers(start):
+    # a full queue refuses before reading or parsing a body: 1,000 requests at once cost their connections only
+    gate = threading.Event()
+    url, service, _ = start(longer_wins(gate, wait_s=120), max_queue=2)
+    body = {"query": "q", "response_1": "a", "response_2": "bb"}
+    admitted: list = []
+    try:
+        _flood(url, service, gate, body, admitted)
+    finally:
+        gate.set()  # never leave the generating request waiting
+
+
+def _flood(url, service, gate, body, admitted) -> None:
+    def post() -> None:
+        admitted.append(httpx.post(f"{url}/v1/judge", json=body, timeout=60))
+
+    first = [threading.Thread(target=post) for _ in range(3)]
+    first[0].start()  # generating (behind the gate) ...
+    deadline = time.monotonic() + 60
+    while not service.batcher.backend.calls and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for t in first[1:]:  # ... and two queued behind it: the queue is full
+        t.start()
+    while service.batcher.queued < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert service.batcher.queued == 2
+
+    async def flood() -> list[int]:
+        limits = httpx.Limits(max_connections=100)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            replies = await asyncio.gather(*(client.post(f"{url}/v1/judge", json=body) for _ in range(1000)))
+        return [r.status_code for r in replies if r.headers.get("Retry-After") == "1"]
+
+    codes = asyncio.run(flood())
+    assert codes == [429] * 1000 and service.counters["rejected_429"] == 1000
+    assert not gate.is_set() and admitted == []  # nothing of the flood waited for the generating request
+    gate.set()
+    for t in first:
+        t.join(60)
+    assert sorted(r.status_code for r in admitted) == [200] * 3
+    assert httpx.post(f"{url}/v1/judge", json=body, timeout=60).status_code == 200  # the queue is free again
 
 
 def test_body_limit_token_and_backend_failure(start):
