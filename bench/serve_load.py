@@ -50,7 +50,7 @@ from reflectrm.cli import BACKEND_FLAGS  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.demo.tasks import make_pairs  # noqa: E402
 from reflectrm.serving.rewards import RewardConfig, group_rewards, judgments_needed  # noqa: E402
-from reflectrm.serving.server import RewardService, ServeConfig, build_app  # noqa: E402
+from reflectrm.serving.server import RewardService, ServeConfig, uvicorn_config  # noqa: E402
 
 
 def workload(count: int, size: int, seed: int) -> list[tuple[str, list[str]]]:
@@ -70,8 +70,8 @@ def start(service: RewardService) -> tuple[str, object]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(service), host="127.0.0.1", port=port, log_level="error",
-                                           timeout_keep_alive=60))
+    server = uvicorn.Server(uvicorn_config(service, host="127.0.0.1", port=port, log_level="error",
+                                           timeout_keep_alive=60))  # the HTTP protocol `serve` runs
     threading.Thread(target=server.run, daemon=True).start()
     deadline = time.monotonic() + 60
     while not server.started:

@@ -92,22 +92,22 @@ class Batcher:
     def submit(self, job: Job) -> Job:
         """Queue `job`; `Busy` when `max_queue` jobs already wait, `Draining` once shutdown began."""
         with self._cond:
-            if self._draining:
-                raise Draining("the service is shutting down")
-            if self._full():
-                raise Busy(f"{self.max_queue} requests already queued")
+            self._check_room()
             self._waiting.append(job)
             self._cond.notify_all()
         return job
 
-    def _full(self) -> bool:
-        return len(self._waiting) >= self.max_queue + (0 if self._running else 1)
-
-    @property
-    def full(self) -> bool:
-        """Whether `submit` would refuse a job now (checked before a request's body is read; `submit` decides)."""
+    def check_room(self) -> None:
+        """`Draining` or `Busy` if `submit` would refuse a job now (a route asks before reading a body;
+        `submit` asks again and decides)."""
         with self._cond:
-            return self._full()
+            self._check_room()
+
+    def _check_room(self) -> None:
+        if self._draining:
+            raise Draining("the service is shutting down")
+        if len(self._waiting) >= self.max_queue + (0 if self._running else 1):
+            raise Busy(f"{self.max_queue} requests already queued")
 
     @property
     def queued(self) -> int:

@@ -16,8 +16,9 @@ one stage-2 batch, each answered with its own result, identical to what it gets 
 counted while it streams (413 past `max_body_bytes`, chunked or not; 408 when it stalls for
 `body_timeout_s`); a full queue refuses before reading the body, so a flood costs little more than its
 connections; a connection whose request line and headers are not whole within `header_timeout_s`
-gets 408 and is closed (`serve`'s HTTP protocol), however slowly it drips them. A client that disconnects is dropped from the queue, and its batch stops when no
-batchmate remains. SIGTERM drains: no new work (503 + Retry-After, /health "draining"), admitted
+gets 408 and is closed (`serve`'s HTTP protocol), however slowly it drips them. A client that
+disconnects is dropped from the queue, and its batch stops when no batchmate remains. SIGTERM
+drains: no new work (503 + Retry-After, /health "draining"), admitted
 requests are answered within `drain_timeout_s` (the rest get 503 + Retry-After, nothing of theirs
 stored), then the process exits 0. A backend failure (an upstream server down) is 503; bad input is
 400 or 413, each with {"error": one line}. With a token, every POST needs `Authorization: Bearer TOKEN`.
@@ -301,10 +302,7 @@ def build_app(service: RewardService) -> Any:
         if token and not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
             return error(401, "missing or wrong bearer token: send Authorization: Bearer <token>")
         try:
-            if service.batcher.draining:
-                raise Draining("the service is shutting down")
-            if service.batcher.full:  # before the body is read or parsed: a flood costs its connections only
-                raise Busy(f"{config.max_queue} requests already queued")
+            service.batcher.check_room()  # before the body is read or parsed: a flood costs its connections only
             body = await read_body(request)
             job = await run_in_threadpool(lambda: make_job(parse_json(body)))  # CPU work off the event loop
             service.batcher.submit(job)

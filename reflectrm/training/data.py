@@ -175,9 +175,6 @@ def unique_pairs(pairs: Iterable[PreferencePair]) -> list[PreferencePair]:
 # --- examples from rollouts (pure) ------------------------------------------------------------------
 
 
-_sampled = recipe.sampled
-
-
 def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingExample:
     """The response-preference example of a labelled pair (Eq. 2)."""
     return recipe.preference_example(pair, label=pair.label, rendering=config.rendering)
@@ -201,9 +198,6 @@ def reflection_example(j: Judgment, *, config: DataConfig) -> TrainingExample | 
     return derived.reflection[0][1] if derived.reflection else None
 
 
-_derive_seed = recipe.derive_seed
-
-
 def examples_from_rollouts(
     judgments: Sequence[Judgment], *, config: DataConfig
 ) -> tuple[list[TrainingExample], list[TrainingExample], BuildReport]:
@@ -214,7 +208,7 @@ def examples_from_rollouts(
     for j in judgments:
         if j.pair.label is None:
             raise InputError(f"pair {j.pair.id!r} has no label: training data needs labelled pairs")
-        samples = _sampled(j)
+        samples = recipe.sampled(j)
         right = sum(r.prediction == j.pair.label for r in samples)
         unparseable = sum(r.prediction is None for r in samples)
         wrong = len(samples) - right - (0 if config.unparseable_is_incorrect else unparseable)
@@ -266,7 +260,7 @@ def build_training_set(
 ) -> TrainingSet:
     """Filter, mix (`config.mix`), add `extra`, deduplicate, refuse eval overlap, and shuffle (seeded)."""
     pref, refl, report = examples_from_rollouts(judgments, config=config)
-    rng = random.Random(_derive_seed(config.seed, "mix", "subsample"))
+    rng = random.Random(recipe.derive_seed(config.seed, "mix", "subsample"))
     keep_p, keep_r = _kept_generated(len(pref), len(refl), extra, config)
     generated = _sample(pref, keep_p, rng) + _sample(refl, keep_r, rng)
     kept, duplicates, conflicts = deduplicate([*extra, *generated])

@@ -226,9 +226,6 @@ def derive_examples(
     return DerivedExamples(preference=preference, reflection=reflection)
 
 
-# --- identity -------------------------------------------------------------------------------------
-
-
 def derive_seed(seed: int, key: str, purpose: str) -> int:
     """A seed for one `purpose` on one item `key` under the run's `seed` (stable across processes)."""
     digest = hashlib.sha256(f"{seed}\x00{key}\x00{purpose}".encode()).digest()
@@ -264,6 +261,9 @@ def labelled_examples(j: Judgment, *, seed: int, rendering: Rendering = Renderin
         j.pair, analyses, verdict=j.pair.label, max_pairs=1, rendering=rendering,
         seed=derive_seed(seed, j.pair.fingerprint(), "reflection"),
         unparseable_is_wrong=unparseable_is_wrong, origins=origins)
+
+
+# --- identity -------------------------------------------------------------------------------------
 
 
 def row_json(row: Mapping[str, Any]) -> str:

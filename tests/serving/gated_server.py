@@ -1,10 +1,12 @@
-"""A reward service in its own process for the SIGTERM tests: `python -m tests.serving.gated_server DIR PORT DRAIN_S [DB]`.
+"""A reward service in its own process for the SIGTERM tests.
+
+    python -m tests.serving.gated_server DIR PORT DRAIN_S [DB]
 
 Its scripted judge touches DIR/started on its first generation, then waits until DIR/go exists or
 the drain's time-out has passed (at most 60 s), so a test decides when a request in flight may
 finish. Each stored judgment is one line of DIR/stored.jsonl, written in one call per request (as
-the store's one transaction); with a store URL DB, judgments go to that store instead, as `reflectrm serve
---db DB` records them.
+the store's one transaction); with a store URL DB, judgments go to that store instead, as
+`reflectrm serve --db DB` records them.
 """
 
 from __future__ import annotations
