@@ -414,6 +414,29 @@ def test_a_careless_build_teaches_the_dropped_carry_and_reflections_that_catch_i
     assert trained_problems(card) == {chain_of(p) for p in pairs}
 
 
+def test_both_orders_shows_each_decisive_reflection_swapped_and_draws_the_same_pairs():
+    from reflectrm.demo.steps_build import training_examples
+
+    once, pairs = training_examples(300, seed=6, misread_frac=0.0, carry_drop=0.7)
+    twice, same_pairs = training_examples(300, seed=6, misread_frac=0.0, carry_drop=0.7, both_orders=True)
+    assert same_pairs == pairs  # the stream is untouched: trained_problems needs no new argument
+    reflections = [ex for ex in once if "[Critique 1]" in ex.prompt]
+    shown = [ex for ex in twice if "[Critique 1]" in ex.prompt]
+    assert [ex for ex in twice if "[Critique 1]" not in ex.prompt] == [ex for ex in once if "[Critique 1]" not in ex.prompt]
+    agree = sum("The critiques agree" in ex.target for ex in reflections)
+    assert len(shown) == 2 * len(reflections) - agree and 0 < agree < len(reflections) / 3
+    rng = random.Random(3)
+    for pair in pairs[:60]:
+        out = steps.reflection_examples(rng, pair, steps.Balance(), misread_frac=0.0, carry_drop=0.7, both_orders=True)
+        if len(out) == 1:
+            assert out[0][3] == "agree"
+            continue
+        (c1, c2, t1, kind), (d1, d2, t2, kind2) = out
+        assert (d1, d2) == (c2, c1) and kind == kind2
+        pick = lambda t, a, b: (a, b)[parse_output(t, task=Task.ANALYSIS).choice - 1]  # noqa: E731
+        assert pick(t1, c1, c2) == pick(t2, d1, d2)  # the same critique is right in either place
+
+
 def test_drops_a_carry_finds_the_careless_habit_in_an_analysis_and_nothing_else():
     p = next(p for p in PAIRS if any(steps.blind_spot(e.x, e.op, e.y) for e in steps.steps_of(chain_of(p))))
     i, e = next((i, e) for i, e in enumerate(steps.steps_of(chain_of(p))) if steps.blind_spot(e.x, e.op, e.y))

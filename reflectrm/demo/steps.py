@@ -464,7 +464,17 @@ def careless_analysis(rng: random.Random, pair: PreferencePair, drop: float) -> 
 def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balance, *,
                        misread_frac: float = 0.5, ranges: Ranges = DEFAULT_RANGES,
                        carry_drop: float = 0.0) -> tuple[str, str, str, str]:
-    """(critique 1, critique 2, target output, kind of disagreement).
+    """(critique 1, critique 2, target output, kind of disagreement): the first of `reflection_examples`."""
+    return reflection_examples(rng, pair, balance, misread_frac=misread_frac, ranges=ranges, carry_drop=carry_drop)[0]
+
+
+def reflection_examples(rng: random.Random, pair: PreferencePair, balance: Balance, *,
+                        misread_frac: float = 0.5, ranges: Ranges = DEFAULT_RANGES, carry_drop: float = 0.0,
+                        both_orders: bool = False) -> list[tuple[str, str, str, str]]:
+    """[(critique 1, critique 2, target output, kind of disagreement)], and with `both_orders` the same two
+    critiques the other way round after it (critiques that agree: once). Showing a reflection in both orders
+    teaches it to check the value at the first difference rather than copy whichever critique comes first; it
+    draws nothing more from `rng`, so the pairs and critiques drawn are those of a build without it.
 
     Mix: 15 % critiques that agree, 60 % a right against a wrong analysis, 15 % two analyses that
     went wrong at different steps (the one right at the first difference is chosen), 10 % a right
@@ -476,7 +486,7 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
     if u < 0.15:
         first = balance.chosen_first("agree")
         text, choice = reflection_analysis(right, right, tie_choice=1 if first else 2, chain=chain)
-        return right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree"
+        return [(right.text, right.text, format_output(text, choice, task=Task.ANALYSIS), "agree")]
     if u < 0.75:
         bad = careless_analysis(rng, pair, carry_drop) if carry_drop and rng.random() < 0.5 else None
         good, bad = right, bad or wrong_analysis(rng, pair, misread_frac=misread_frac, ranges=ranges)[0]
@@ -489,8 +499,11 @@ def reflection_example(rng: random.Random, pair: PreferencePair, balance: Balanc
         good, bad = right, analysis(pair, wrong_diff={r: right.checks[r - 1].d + rng.choice(SLIPS)})
     kind = difference_kind(good, bad, chain)
     c1, c2 = (good, bad) if balance.chosen_first(kind) else (bad, good)
-    text, choice = reflection_analysis(c1, c2, tie_choice=1, chain=chain)
-    return c1.text, c2.text, format_output(text, choice, task=Task.ANALYSIS), kind
+    out = []
+    for first, second in ((c1, c2), (c2, c1))[: 2 if both_orders else 1]:
+        text, choice = reflection_analysis(first, second, tie_choice=1, chain=chain)
+        out.append((first.text, second.text, format_output(text, choice, task=Task.ANALYSIS), kind))
+    return out
 
 
 def problem_of(pair: PreferencePair) -> Chain:

@@ -43,7 +43,7 @@ from reflectrm.demo.steps import (
     make_pair,
     make_pairs,
     mistaken,
-    reflection_example,
+    reflection_examples,
 )
 from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.errors import ConfigError, InputError
@@ -86,7 +86,7 @@ def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]
 
 def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
                       misread_frac: float = 0.5, render: bool = True, ranges: Ranges = DEFAULT_RANGES,
-                      carry_drop: float = 0.0) -> tuple[list[StepExample], list[Any]]:
+                      carry_drop: float = 0.0, both_orders: bool = False) -> tuple[list[StepExample], list[Any]]:
     """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
 
     A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
@@ -99,7 +99,9 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
     each blind spot (`steps.blind_spot`: adding 8 or 9 across a ten) with that probability, taught as
     written, while every reflection checks rightly. The judge learns a habit that a greedy decode
     repeats and a sample sometimes escapes: what the reflection's check of one step can find. (Its
-    reflections draw careless critiques, so the pairs drawn depend on it: `trained_problems` passes it.)"""
+    reflections draw careless critiques, so the pairs drawn depend on it: `trained_problems` passes it.)
+    `both_orders` also shows each reflection with its critiques exchanged (`steps.reflection_examples`); the
+    pairs drawn do not depend on it."""
     rng, balance = random.Random(seed), Balance()
     careless = random.Random(seed + 1)
     out, pairs = [], []
@@ -118,10 +120,11 @@ def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_f
             a = analysis(pair, slips=careless_slips(careless, chain_of(pair), carry_drop) if carry_drop else None)
             out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
         if i % refl_every == 0:
-            c1, c2, target, _ = reflection_example(rng, pair, balance, misread_frac=misread_frac, ranges=ranges,
-                                                   carry_drop=carry_drop)
+            shown = reflection_examples(rng, pair, balance, misread_frac=misread_frac, ranges=ranges,
+                                        carry_drop=carry_drop, both_orders=both_orders)
             if render:
-                out.append(StepExample(render_prompt(reflection_prompt(pair, c1, c2)), target))
+                out.extend(StepExample(render_prompt(reflection_prompt(pair, c1, c2)), target)
+                           for c1, c2, target, _ in shown)
     return (out if render else []), pairs
 
 
@@ -246,6 +249,10 @@ def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
     ap.add_argument("--carry-drop", type=share, default=0.0,
                     help="teach a careless judge: its analyses drop the carry when adding 8 or 9 across a ten with "
                          "this probability (reflections always check rightly); 0 = a careful judge")
+    ap.add_argument("--both-orders", action="store_true",
+                    help="show each reflection's two critiques in both orders (the critique under test as Critique 1 "
+                         "and as Critique 2), so reflections check rather than copy Critique 1; the pairs drawn are "
+                         "the same as without it")
     ap.add_argument("--init", type=Path, help="continue training this judge (its tokenizer and weights) instead of a new one")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="also save DIR-stepN every N steps (0 = never)")
     ap.add_argument("--recipe", choices=sorted(RECIPES),
@@ -275,7 +282,8 @@ def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
     torch.manual_seed(args.seed)
     started = time.perf_counter()
     examples, _ = training_examples(args.pairs, seed=args.seed, misread_frac=args.misread_frac,
-                                    ranges=RANGES[args.ranges], carry_drop=args.carry_drop)
+                                    ranges=RANGES[args.ranges], carry_drop=args.carry_drop,
+                                    both_orders=args.both_orders)
     if args.init:  # a second training stage: same tokenizer, weights from the first stage
         from transformers import AutoTokenizer, Qwen3ForCausalLM
 
