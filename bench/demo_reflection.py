@@ -337,9 +337,11 @@ def write_card(model: Path, figures: dict, argv: list[str] | None) -> None:
     except (OSError, subprocess.CalledProcessError):
         commit = ""
     args = sys.argv[1:] if argv is None else argv
+    from reflectrm.backends.cpu_decode import cpu_kind
+
     card["eval"] = {
         "command": "python bench/demo_reflection.py " + " ".join(a for a in args if a != "--card"),
-        "commit": commit, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "commit": commit, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "cpu": cpu_kind(),
         **{k: figures[k] for k in ("heldout_pairs", "backend", "accuracy", "accuracy_by_kind", "reflectrm_minus",
                                    "sample_parse_rate", "reflection_parse_rate", "greedy_parse_rate",
                                    "sample_accuracy", "anchor_accuracy", "load")},

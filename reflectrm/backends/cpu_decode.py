@@ -38,6 +38,20 @@ def cpu_has_bf16() -> bool:
     return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
 
 
+def cpu_kind() -> str:
+    """This CPU as a build record names it: its model and how it multiplies bf16, e.g. "AMD EPYC, AVX512-BF16
+    without AMX" (bf16 autocast's bits follow the kernels the CPU has, so a replay record needs it)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown CPU (no /proc/cpuinfo)"
+    model = re.search(r"^model name\s*:\s*(.+)$", info, flags=re.M)
+    amx, avx = (bool(re.search(rf"\b{flag}\b", info)) for flag in ("amx_bf16", "avx512_bf16"))
+    bf16 = ("AMX and AVX512-BF16" if amx and avx else "AMX" if amx else "AVX512-BF16 without AMX" if avx
+            else "no bf16 support (AVX2 at most)" if re.search(r"\bavx2\b", info) else "no bf16 support")
+    return f"{model.group(1).strip() if model else 'unknown model'}, {bf16}"
+
+
 def gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
                   scaling: float | None = None, is_causal: bool | None = None, **kwargs: Any) -> tuple[Any, None]:
     """`sdpa` attention; on CPU with grouped KV heads and a mask, the KV heads are not copied per query head.

@@ -53,10 +53,11 @@ def machine() -> dict[str, Any]:
     """What a replay's bits depend on beyond the code: torch's version and threads, and the CPU's bf16 support."""
     import torch
 
-    from reflectrm.backends.cpu_decode import cpu_has_bf16
+    from reflectrm.backends.cpu_decode import cpu_has_bf16, cpu_kind
 
     return {"torch": torch.__version__, "threads": torch.get_num_threads(), "bf16_autocast": cpu_has_bf16(),
-            "cpu": platform.processor() or platform.machine(), "python": platform.python_version()}
+            "cpu": platform.processor() or platform.machine(), "cpu_kind": cpu_kind(),
+            "python": platform.python_version()}
 
 
 def read_stages(source: Path) -> list[dict[str, Any]]:
