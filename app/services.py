@@ -44,7 +44,7 @@ from reflectrm.audit import audit_sample, audit_stats
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
-from reflectrm.demo import DEMO_MODEL_DIR, Domain, demo_domain, judge_domain
+from reflectrm.demo import DEMO_MODEL_DIR, Domain, MeasuredStage2, demo_domain, judge_domain, measured_stage2
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
 from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
@@ -276,6 +276,15 @@ class AppServices:
             log.warning("no judge examples: %s", exc)
             return ()
         return domain.examples if domain is not None else ()
+
+    def measured_stage2(self) -> MeasuredStage2 | None:
+        """What the active judge's demo card says its stage 2 measured on held-out pairs (None for a model
+        without such a card, or an unreadable one, logged): the reference a batch audit is read against."""
+        try:
+            return measured_stage2(self.active_judge())
+        except (ReflectRMError, OSError) as exc:
+            log.warning("no measured stage-2 figures: %s", exc)
+            return None
 
     # --- judge -------------------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """ReflectRM: a generative reward model that judges response pairs and reflects on its own analyses.
 
     >>> from reflectrm import judge, PreferencePair
-    >>> j = judge(PreferencePair.from_query("What is 17 + 8?", "25", "35"))   # demo judge
+    >>> q = "Start with 15. Step 1: add 9. Step 2: subtract 6. Step 3: add 8. Step 4: subtract 5. What is the result?"
+    >>> j = judge(PreferencePair.from_query(q, "It is 21.", "It is 11."))   # the bundled demo judge
     >>> j.verdict
 """
 

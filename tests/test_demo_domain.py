@@ -142,3 +142,59 @@ def test_no_code_asks_which_module_a_domain_came_from():
                                                      for n in ast.walk(node)):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} (compares a __name__)")
     assert offenders == []
+
+
+def _eval(**change: object) -> dict:
+    """A card's "eval" as `bench/demo_reflection.py --card` writes it, with `change` replacing keys (dotted paths)."""
+    ev = {"heldout_pairs": 600, "accuracy": {"reflectrm": 0.887, "greedy": 0.82},
+          "reflectrm_minus": {"greedy": {"diff": 0.067, "lo": 0.045, "hi": 0.088}},
+          "reflection": {"decisive_reflections": 820, "picks_right": 0.938, "picks_right_interval": [0.919, 0.952],
+                         "same_pick_both_orders": 0.887, "same_pick_interval": [0.863, 0.907]}}
+    for path, value in change.items():
+        *up, last = path.split("__")
+        node = ev
+        for key in up:
+            node = node[key]
+        if value is KeyError:
+            del node[last]
+        else:
+            node[last] = value
+    return ev
+
+
+def test_the_shipped_card_records_its_measured_stage_2():
+    m = reflectrm.demo.measured_stage2(DEMO_MODEL_DIR)
+    assert m is not None and m.pairs >= 600 and m.gain[1] > 0 and m.two_stage > m.greedy
+    assert m.picks_right[1] <= m.picks_right[0] <= m.picks_right[2]
+
+
+@pytest.mark.parametrize("card", [
+    pytest.param(None, id="no-card"),
+    pytest.param({"domain": "running-sums"}, id="no-eval"),
+    pytest.param({"eval": "600 pairs"}, id="eval-not-an-object"),
+    pytest.param({"eval": _eval(heldout_pairs=KeyError)}, id="no-pair-count"),
+    pytest.param({"eval": _eval(heldout_pairs="600")}, id="count-as-text"),
+    pytest.param({"eval": _eval(heldout_pairs=-1)}, id="negative-count"),
+    pytest.param({"eval": _eval(heldout_pairs=600.5)}, id="fractional-count"),
+    pytest.param({"eval": _eval(heldout_pairs=True)}, id="count-as-bool"),
+    pytest.param({"eval": _eval(accuracy__reflectrm="<b>88 %</b>")}, id="markup-for-a-share"),
+    pytest.param({"eval": _eval(accuracy__greedy=1.5)}, id="share-over-1"),
+    pytest.param({"eval": _eval(accuracy__greedy=None)}, id="share-null"),
+    pytest.param({"eval": _eval(reflection__picks_right_interval=[0.9])}, id="interval-of-one"),
+    pytest.param({"eval": _eval(reflection__same_pick_interval="[0.8, 0.9]")}, id="interval-as-text"),
+    pytest.param({"eval": _eval(reflectrm_minus__greedy=[0.06, 0.04, 0.08])}, id="gain-as-list"),
+    pytest.param({"eval": _eval(reflection=KeyError)}, id="no-reflection-audit"),
+])
+def test_a_card_without_sound_stage_2_figures_shows_none(tmp_path, card):
+    assert reflectrm.demo.measured_stage2(card_dir(tmp_path, card)) is None
+
+
+def test_nan_in_a_card_shows_none(tmp_path):
+    raw = json.dumps({"eval": _eval()}).replace("0.82", "NaN")
+    assert reflectrm.demo.measured_stage2(card_dir(tmp_path, None, raw=raw)) is None
+
+
+def test_a_sound_card_reads_and_a_hugging_face_id_has_none(tmp_path):
+    m = reflectrm.demo.measured_stage2(card_dir(tmp_path, {"eval": _eval()}))
+    assert m is not None and m.pairs == 600 and m.gain == (0.067, 0.045, 0.088) and m.decisive == 820
+    assert reflectrm.demo.measured_stage2("Qwen/Qwen3-4B") is None

@@ -27,6 +27,7 @@ from reflectrm.training.runs import Checkpoint
 
 if TYPE_CHECKING:
     from reflectrm_app.training import DataMix
+    from reflectrm.demo import MeasuredStage2
 
 _TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
 
@@ -300,6 +301,20 @@ def audit_banner(audit: AuditResult) -> str:
 def short(text: str, width: int = 60) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def measured_stage2_text(m: MeasuredStage2 | None) -> str:
+    """The active judge's measured stage 2 (its card's figures), as Markdown built from numbers only."""
+    if m is None:
+        return ("**This judge's stage 2 on its card:** not measured (only a demo judge's card records it; "
+                "a batch audit below measures any judge's position bias).")
+    ci = lambda t: f"{100 * t[0]:.1f} % [{100 * t[1]:.1f}, {100 * t[2]:.1f}]"  # noqa: E731
+    return (f"**This judge's stage 2 on its card** ({m.pairs} held-out pairs): two-stage {100 * m.two_stage:.1f} %, "
+            f"greedy {100 * m.greedy:.1f} %, gain {100 * m.gain[0]:+.1f} points "
+            f"[{100 * m.gain[1]:+.1f}, {100 * m.gain[2]:+.1f}]. Of {m.decisive} reflections between critiques "
+            f"that disagree, {ci(m.picks_right)} pick the right one and {ci(m.same_pick)} pick the same one "
+            f"with the critiques exchanged. A healthy stage 2 chooses Critique 1 about half the time "
+            f"(the last column below).")
 
 
 def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -21,6 +21,8 @@ Nothing below this package imports it: it sits above training in the layer order
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm.demo.domains import DEFAULT_DOMAIN, DOMAINS, RUNNING_SUMS, Domain, domain_by_key
 from reflectrm.errors import ConfigError, InputError
 
-__all__ = ["CARD", "running_sum_card", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "Domain", "demo_domain", "domain_of",
+__all__ = ["CARD", "MeasuredStage2", "measured_stage2", "running_sum_card", "DEFAULT_DOMAIN", "DEMO_MODEL_DIR", "DOMAINS", "Domain", "demo_domain", "domain_of",
            "judge_domain", "read_card"]
 
 CARD = "demo_card.json"
@@ -87,3 +89,50 @@ def running_sum_card(model_dir: str | Path, pairs: int) -> dict[str, Any]:
     if pairs > MAX_HELDOUT_PAIRS:
         raise InputError(f"--pairs {pairs} is more than a demo bench judges ({MAX_HELDOUT_PAIRS}): ask for fewer")
     return read_card(model_dir)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredStage2:
+    """What a demo judge's card says its stage 2 measured (`bench/demo_reflection.py --card`): shares in [0, 1],
+    intervals as (low, high)."""
+
+    pairs: int  # held-out pairs judged
+    two_stage: float  # ReflectRM's accuracy
+    greedy: float  # greedy decoding's, on the same pairs
+    gain: tuple[float, float, float]  # two-stage minus greedy: (value, low, high), a paired bootstrap 95 % interval
+    decisive: int  # reflections whose two critiques reach different verdicts
+    picks_right: tuple[float, float, float]  # of them, the share that chose the right critique (value, Wilson interval)
+    same_pick: tuple[float, float, float]  # ... and the share that chose the same critique with the two exchanged
+
+
+def measured_stage2(model_dir: str | Path) -> MeasuredStage2 | None:
+    """The stage-2 figures the card of the judge in `model_dir` records; None when it records none, or holds
+    anything but numbers where they belong (a card is read as data: a value that is not a number is not shown)."""
+    ev = read_card(model_dir).get("eval") if (Path(model_dir) / CARD).is_file() else None
+    if not isinstance(ev, dict):
+        return None
+
+    def share(x: Any) -> float:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or not -1 <= x <= 1:
+            raise ValueError(x)
+        return float(x)
+
+    def count(x: Any) -> int:
+        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+            raise ValueError(x)
+        return x
+
+    def with_interval(value: Any, interval: Any) -> tuple[float, float, float]:
+        if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+            raise ValueError(interval)
+        return share(value), share(interval[0]), share(interval[1])
+
+    try:
+        acc, refl, gain = ev["accuracy"], ev["reflection"], ev["reflectrm_minus"]["greedy"]
+        return MeasuredStage2(
+            pairs=count(ev["heldout_pairs"]), two_stage=share(acc["reflectrm"]), greedy=share(acc["greedy"]),
+            gain=with_interval(gain["diff"], (gain["lo"], gain["hi"])), decisive=count(refl["decisive_reflections"]),
+            picks_right=with_interval(refl["picks_right"], refl["picks_right_interval"]),
+            same_pick=with_interval(refl["same_pick_both_orders"], refl["same_pick_interval"]))
+    except (KeyError, TypeError, ValueError):
+        return None

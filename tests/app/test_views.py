@@ -9,6 +9,7 @@ import pytest
 
 from reflectrm_app.services import AppServices
 from reflectrm_app.settings import load_settings, parse_auth
+from reflectrm_app.ui import views
 from reflectrm_app.ui.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import ConfigError
@@ -285,3 +286,14 @@ def test_a_loss_of_float_noise_plots_as_zero() -> None:
     frame = curve_frame([(1, -8e-9), (2, 0.25), (3, -1.5e-3)], "loss")
     # the axis read "-0.000000008"
     assert frame["loss"].tolist() == [0.0, 0.25, -0.0015] and str(frame["loss"][0]) == "0.0"
+
+
+def test_the_audit_tab_shows_the_judges_measured_stage_2_or_says_there_is_none():
+    from reflectrm.demo import MeasuredStage2
+
+    m = MeasuredStage2(pairs=600, two_stage=0.887, greedy=0.82, gain=(0.067, 0.045, 0.088), decisive=820,
+                       picks_right=(0.938, 0.919, 0.952), same_pick=(0.887, 0.863, 0.907))
+    text = views.measured_stage2_text(m)
+    assert "600 held-out pairs" in text and "+6.7 points [+4.5, +8.8]" in text
+    assert "93.8 % [91.9, 95.2]" in text and "88.7 % [86.3, 90.7]" in text and "820" in text
+    assert "not measured" in views.measured_stage2_text(None)

@@ -55,6 +55,7 @@ def build(wb: Workbench, tab: Any) -> AuditView:
         run = gr.Button("Run batch audit", variant="primary", elem_id="audit-run")
         stop = gr.Button("Stop", variant="stop", elem_id="audit-stop")
     status = gr.Textbox(label="Status", interactive=False, elem_id="audit-status")
+    measured = gr.Markdown(views.measured_stage2_text(services.measured_stage2()), elem_id="audit-measured")
     empty_table, _, empty_flipped = views.empty_audit_frames()  # an empty frame fixes the chart's colours
     table = gr.Dataframe(empty_table, label="Per subset", interactive=False, elem_id="audit-table")
     chart = gr.BarPlot(x="bar", y="value", color="metric", y_lim=[0, 1], x_label_angle=-30, height=300,
@@ -83,6 +84,8 @@ def build(wb: Workbench, tab: Any) -> AuditView:
                   api_visibility="private")
     tab.select(lambda current: source_choices(services, current=current or ""), source, source,
                api_visibility="private")
+    tab.select(lambda: views.measured_stage2_text(services.measured_stage2()), None, measured,
+               api_visibility="private")  # the active judge may have changed (Train's "make active")
     event = run.click(batch, [source, sample, seed], results, api_visibility="private", concurrency_limit=2,
                       show_progress_on=status)  # one progress display, not one over each output
     stop.click(stop_batch, None, results, cancels=[event], queue=False, api_visibility="private")
