@@ -587,8 +587,14 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
 
 
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
-    ("Start with 12. Step 1: add 7. Step 2: subtract 4. Step 3: add 9. Step 4: subtract 6. What is the result?",
-     "The answer is 18.", "The answer is 17."),
+    # the shipped judge's anchor drops a carry on each of the first three, and stage 2 overturns it
+    # (`python research/find_examples.py` on the app's settings, seed 0)
+    ("Take 7. Step 1: subtract 4. Step 2: add 4. Step 3: add 9. Step 4: add 9. What number do you get?",
+     "The answer is 35.", "It is 25."),
+    ("Start with 23. Step 1: add 9. Step 2: add 7. Step 3: subtract 8. Step 4: subtract 3. What is the result?",
+     "The result is 28.", "It is 18."),
+    ("Start with 12. Step 1: add 9. Step 2: subtract 4. Step 3: subtract 5. Step 4: add 7. Step 5: add 6. "
+     "Step 6: subtract 4. What is the result?", "It equals 31.", "It is 21."),
     ("A counter shows 25. Step 1: subtract 8. Step 2: add 6. Step 3: subtract 9. Step 4: add 3. Step 5: add 7. "
      "What does it show now?", "It is 24.", "It is 14."),
 )
