@@ -2,8 +2,9 @@
 
     python docs/screenshots.py [--out docs]
 
-Starts `reflectrm app` on a new SQLite file, adds the demo pairs, judges one, audits it in both
-orders, runs a small batch audit, corrects a judgment with the keyboard, then shoots each tab.
+Starts `reflectrm app` on a new SQLite file, adds the demo pairs, judges the first Judge-tab example (stage 2
+overturns its careless anchor), audits it in both orders, runs a small batch audit, corrects a judgment with
+the keyboard, then shoots each tab.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ def _until(page: Page, elem_id: str, pattern: str, timeout_s: float = 300) -> No
 def _tour(page: Page, out: Path) -> None:
     page.click("#judge-demo-pairs")
     _until(page, "judge-status", "^demo pairs")
-    page.click("#judge-pick input")
-    page.locator("[role=option]").nth(2).click()
-    _until(page, "judge-status", "^loaded pair")
+    query, r1, r2 = demo_domain().examples[0]  # one where stage 2 overturns the careless anchor
+    page.fill("#judge-query textarea", query)
+    page.fill("#judge-r1 textarea", r1)
+    page.fill("#judge-r2 textarea", r2)
     page.click("#judge-run")
     _until(page, "judge-verdict", "^(Response|ABSTAIN)")
     page.locator("#judge-anatomy details").first.evaluate("d => d.open = true")
