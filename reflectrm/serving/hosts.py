@@ -69,7 +69,7 @@ class AccessConfig:
     def serving(self, bind_host: str) -> AccessConfig:
         """This config with the name the service binds to allowed too (clients reach it by that name)."""
         host = bind_host.strip().lower().rstrip(".")
-        if host in WILDCARD_BINDS or _ip(host.strip("[]")) is not None or host in self.allowed_hosts:
+        if host in (*WILDCARD_BINDS, *LOOPBACK_NAMES, *self.allowed_hosts) or _ip(host.strip("[]")) is not None:
             return self
         return AccessConfig(allowed_hosts=(*self.allowed_hosts, host), allowed_origins=self.allowed_origins)
 
