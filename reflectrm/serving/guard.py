@@ -54,9 +54,11 @@ class AccessGuard:
 
 
 async def respond(send: Any, refusal: Refusal, reply: Reply) -> None:
-    """Send `refusal` as a whole response; the connection closes, so a body left unread is never read."""
+    """Send `refusal` as a whole response without reading the request's body.
+
+    The connection is not closed: uvicorn drops what is left of the body as it arrives (never holding
+    it), where a close with unread bytes would reset the connection and the client could lose the answer."""
     content_type, body = reply(refusal)
     await send({"type": "http.response.start", "status": refusal.status,
-                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

@@ -259,12 +259,10 @@ def build_app(service: RewardService) -> Any:
     app = fastapi.FastAPI(title="ReflectRM reward service", docs_url=None, redoc_url=None)
     config = service.config
 
-    def error(status: int, message: str, *, retry: bool = False, close: bool = False) -> Any:
+    def error(status: int, message: str, *, retry: bool = False) -> Any:
         service.counters[f"rejected_{status}"] += 1
-        headers = {"Retry-After": str(RETRY_AFTER_S)} if retry else {}
-        if close:  # the body was not read: the connection ends rather than wait for it
-            headers["Connection"] = "close"
-        return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if retry else None
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
 
     def guard_reply(refusal: Refusal) -> tuple[str, bytes]:
         """A request the access guard refuses, in the service's error shape and counted like any refusal."""
@@ -314,7 +312,7 @@ def build_app(service: RewardService) -> Any:
     async def handle(request: Request, make_job: Callable[[Any], Job]) -> Any:
         service.counters["requests"] += 1
         if (unsupported := json_body_refusal(request.headers.get("content-type"))) is not None:
-            return error(unsupported.status, unsupported.message, close=True)  # a page's form or text: never read
+            return error(unsupported.status, unsupported.message)  # a page's form or text/plain POST: never read
         token, sent = config.token, request.headers.get("authorization", "")
         if token and not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
             return error(401, "missing or wrong bearer token: send Authorization: Bearer <token>")
