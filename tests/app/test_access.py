@@ -187,3 +187,29 @@ def test_a_foreign_host_is_refused_even_through_urllib(app):
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=30)
     assert caught.value.code == 403
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("host", "auth", "warned"), [
+    pytest.param("0.0.0.0", "", True, id="every-interface-no-login"),
+    pytest.param("0.0.0.0", "ana:secret", False, id="every-interface-login"),
+    pytest.param("127.0.0.1", "", False, id="loopback"),
+])
+def test_the_app_warns_in_one_line_when_it_listens_beyond_loopback_without_a_login(
+        monkeypatch, caplog, no_reflectrm_environment, host, auth, warned):
+    from reflectrm_app.cli import main
+    from reflectrm_app.services import AppServices as Services
+
+    monkeypatch.setenv("REFLECTRM_AUTH", auth)
+
+    def stop(settings):  # the services would start next: the warning is already out
+        raise _Stop()
+
+    monkeypatch.setattr(Services, "start", stop)
+    with caplog.at_level("WARNING"), pytest.raises(_Stop):
+        main(["app", "--host", host, "--allowed-host", "lab.example.com"])
+    lines = [r.getMessage() for r in caplog.records if "listens on" in r.getMessage()]
+    assert len(lines) == int(warned) and all("REFLECTRM_AUTH" in line for line in lines), lines

@@ -125,3 +125,40 @@ def one_response(s: socket.socket) -> tuple[str, bytes]:
     while len(body) < length and (chunk := s.recv(4096)):
         body += chunk
     return head.split(b"\r\n")[0].decode(), body[:length]
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("host", "token", "warned"), [
+    pytest.param("0.0.0.0", None, True, id="every-interface-no-token"),
+    pytest.param("192.168.1.20", None, True, id="lan-address-no-token"),
+    pytest.param("0.0.0.0", "s3cret", False, id="every-interface-token"),
+    pytest.param("127.0.0.1", None, False, id="loopback"),
+    pytest.param("localhost", None, False, id="localhost"),
+])
+def test_serve_warns_in_one_line_when_it_listens_beyond_loopback_without_a_token(monkeypatch, caplog, host, token,
+                                                                                 warned):
+    from reflectrm import cli as judge_cli
+    from reflectrm_app.cli import main
+
+    monkeypatch.delenv("REFLECTRM_SERVE_TOKEN", raising=False)
+    if token:
+        monkeypatch.setenv("REFLECTRM_SERVE_TOKEN", token)
+
+    def stop(args):  # the model would load next: the warning is already out
+        raise _Stop()
+
+    monkeypatch.setattr(judge_cli, "load_judge", stop)
+    with caplog.at_level("WARNING"), pytest.raises(_Stop):
+        main(["serve", "--host", host, "--port", "0"])
+    lines = [r.getMessage() for r in caplog.records if "listens on" in r.getMessage()]
+    assert len(lines) == int(warned) and all("set REFLECTRM_SERVE_TOKEN" in line for line in lines), lines
+
+
+def test_serve_refuses_a_malformed_allowed_host_before_loading(capsys):
+    from reflectrm_app.cli import main
+
+    assert main(["serve", "--allowed-host", "http://lab.example.com"]) == 2
+    assert "is not a host name: give the name alone" in capsys.readouterr().err
