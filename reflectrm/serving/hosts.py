@@ -60,11 +60,11 @@ class AccessConfig:
     # an origin (scheme://host[:port]) whose pages may send requests that change something; "*" any
     allowed_origins: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "allowed_hosts", tuple(_allowed_host(h) for h in _entries(self.allowed_hosts,
-                                                                                           "allowed_hosts")))
-        object.__setattr__(self, "allowed_origins", tuple(_allowed_origin(o) for o in _entries(self.allowed_origins,
-                                                                                               "allowed_origins")))
+    def __post_init__(self) -> None:  # entries normalised as requests are read; a malformed one is a ConfigError
+        hosts = _entries(self.allowed_hosts, "allowed_hosts")
+        origins = _entries(self.allowed_origins, "allowed_origins")
+        object.__setattr__(self, "allowed_hosts", tuple(_allowed_host(h) for h in hosts))
+        object.__setattr__(self, "allowed_origins", tuple(_allowed_origin(o) for o in origins))
 
     def serving(self, bind_host: str) -> AccessConfig:
         """This config with the name the service binds to allowed too (clients reach it by that name)."""

@@ -193,7 +193,8 @@ def test_a_malformed_entry_is_refused_with_the_fix(field, entry, fragment):
 
 
 def test_entries_are_normalised_as_requests_are_read():
-    access = AccessConfig(allowed_hosts=(" Lab.Example.com. ", "[::1]", ""), allowed_origins=("HTTPS://Lab.example.com:443",))
+    access = AccessConfig(allowed_hosts=(" Lab.Example.com. ", "[::1]", ""),
+                          allowed_origins=("HTTPS://Lab.example.com:443",))
     assert access.allowed_hosts == ("lab.example.com", "::1")
     assert access.allowed_origins == ("https://lab.example.com",)
     with pytest.raises(ConfigError, match="tuple of strings"):
