@@ -9,10 +9,13 @@ Options override the environment settings (`REFLECTRM_*`, see `reflectrm_app.set
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
-from reflectrm.cli import add_backend_flags, engine_options
+from reflectrm.cli import add_access_flags, add_backend_flags, engine_options
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # the judge the app starts with: unset flags keep the settings ($REFLECTRM_MODEL, ...); its CPU threads are
     # $REFLECTRM_CPU_THREADS
     add_backend_flags(p, given_only=True, skip=("threads",))
+    add_access_flags(p)  # the same options as `serve`'s; unset flags keep $REFLECTRM_ALLOWED_HOSTS / _ORIGINS
     p.set_defaults(func=cmd_app)
 
 
@@ -41,14 +45,19 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
                              device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
-                             runs_dir=args.runs_dir, engine=engine_options(args) or None)
+                             runs_dir=args.runs_dir, engine=engine_options(args) or None,
+                             allowed_hosts=_joined(args.allowed_hosts), allowed_origins=_joined(args.allowed_origins))
     if settings.generation.engine:  # REFLECTRM_ENGINE as well as the flags: a bad option fails before the model loads
         from reflectrm.backends.engine import EngineConfig
 
         EngineConfig.from_kwargs(dict(settings.generation.engine))
     from reflectrm_app.services import AppServices
     from reflectrm_app.ui.blocks import build_app, launch_options
+    from reflectrm.serving.hosts import exposure_warning
 
+    if warning := exposure_warning(settings.app.host, service="the app", guarded=bool(settings.app.credentials()),
+                                   missing="a login", fix='set REFLECTRM_AUTH="user:password"'):
+        log.warning("%s", warning)
     services = AppServices.start(settings)
     demo = build_app(services)
     demo.queue(default_concurrency_limit=4)
@@ -59,3 +68,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     finally:
         services.close()
     return 0
+
+
+def _joined(values: list[str] | None) -> str | None:
+    """Repeated flag values as the comma-separated setting they override (None: not given, the setting stays)."""
+    return ",".join(values) if values else None

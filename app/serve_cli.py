@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 
 from reflectrm import cli as judge_cli
-from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
+from reflectrm.cli import (access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_options,
+                           config_from_args)
 from reflectrm.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drain-timeout-s", type=float, default=60.0,
                    help="on SIGTERM, how long admitted requests have to finish before 503 (default 60)")
     p.add_argument("--max-judgments", type=int, default=4096, help="judgments one request may cost (default 4096)")
+    add_access_flags(p)
     add_judge_flags(p)
     add_backend_flags(p)
     p.set_defaults(func=cmd_serve)
@@ -46,14 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from reflectrm_app.cli import open_store
 
+    from reflectrm.serving.hosts import exposure_warning
     from reflectrm.serving.rewards import RewardConfig
     from reflectrm.serving.server import RewardService, ServeConfig, serve
 
     judge_config = config_from_args(args)
     reward_config = RewardConfig(opponents=args.opponents, both_orders=not args.one_order, seed=args.seed)
     token = os.environ.get(args.token_env) or None
-    if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        print(f"warning: serving on {args.host} without a token: set {args.token_env}", file=sys.stderr)
+    access = access_config(args).serving(args.host)  # a bad --allowed-host fails before the model loads
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")
     if args.max_queue < 0 or args.max_judgments < 1:
@@ -61,6 +66,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not (0 <= args.batch_window_ms <= 10_000 and 0 <= args.drain_timeout_s <= 86_400):
         raise ConfigError("--batch-window-ms must be 0-10000 and --drain-timeout-s 0-86400")
     backend_options(args)  # a bad flag fails before the model loads
+    if warning := exposure_warning(args.host, service="the reward service", guarded=token is not None,
+                                   missing="a bearer token", fix=f"set {args.token_env}"):
+        log.warning("%s", warning)
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(open_store(args.db)) if args.db else None
         backend = judge_cli.load_judge(args)
@@ -69,7 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                 config=ServeConfig(max_queue=args.max_queue, max_judgments=args.max_judgments,
                                                    token=token, batch_window_s=args.batch_window_ms / 1000,
                                                    round_judgments=max(args.max_judgments, 1024),
-                                                   drain_timeout_s=args.drain_timeout_s), record=record)
+                                                   drain_timeout_s=args.drain_timeout_s, access=access),
+                                record=record)
         print(f"ReflectRM reward service on http://{args.host}:{args.port} ({backend.name}: {backend.model_id})",
               file=sys.stderr, flush=True)
         serve(service, host=args.host, port=args.port)

@@ -10,6 +10,7 @@
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db # store section
     REFLECTRM_MAX_NEW_TOKENS=192                  # judge section, stage 1 and 2 (a demo judge writes 40-170 tokens)
     REFLECTRM_RUNS_DIR=/data/runs                 # where the Train tab's runs live (app section)
+    REFLECTRM_ALLOWED_HOSTS=lab.example.com       # a name the app is reached by, beyond localhost and IPs (app)
 
 Every field has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because field names are unique
 across sections, a short one (`REFLECTRM_<FIELD>`: `REFLECTRM_DATABASE_URL`, `REFLECTRM_AUTH`, ...);
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reflectrm_db.settings import SectionedSettings, StoreSettings
 from reflectrm.core.config import JudgeConfig
+from reflectrm.serving.hosts import AccessConfig
 
 
 class GenerationSettings(BaseModel):
@@ -85,6 +87,13 @@ class ServeSettings(BaseModel):
     # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
     # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)
     trusted_proxies: str = ""
+    # names the app is reached by beyond localhost and IP addresses, comma-separated (".example.com": with its
+    # subdomains; "*": any); any other Host is refused, as a DNS-rebinding page sends its own (`AccessConfig`)
+    allowed_hosts: str = ""
+    # origins (scheme://host[:port], comma-separated; "*": any) whose pages may post to the app besides its own
+    allowed_origins: str = ""
+    # Gradio's upload folder as a whole (uploads and the files the app hands back); an upload past it gets 413
+    upload_folder_max_mb: int = Field(1024, ge=1)
 
     @field_validator("auth")
     @classmethod
@@ -98,9 +107,20 @@ class ServeSettings(BaseModel):
         parse_proxies(value)
         return value
 
+    @field_validator("allowed_hosts", "allowed_origins")
+    @classmethod
+    def _access_entries(cls, value: str, info: Any) -> str:
+        AccessConfig(**{info.field_name: parse_list(value)})  # ConfigError (a ValueError) names the bad entry
+        return value
+
     def credentials(self) -> list[tuple[str, str]]:
         """The `auth` setting as (user, password) pairs; [] when login is off."""
         return parse_auth(self.auth)
+
+    def access(self) -> AccessConfig:
+        """The hosts and origins the app answers (its own bind name included)."""
+        return AccessConfig(allowed_hosts=parse_list(self.allowed_hosts),
+                            allowed_origins=parse_list(self.allowed_origins)).serving(self.host)
 
 
 class Settings(SectionedSettings):
@@ -150,6 +170,11 @@ def parse_auth(value: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def parse_list(value: str) -> tuple[str, ...]:
+    """ "a, b," -> ("a", "b"): a comma-separated setting's entries."""
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
 def parse_proxies(value: str) -> list[str]:
     """Parse "127.0.0.1,10.0.0.0/8" (IP addresses or networks); "" is no proxy. "*" is refused: it trusts everyone."""
     import ipaddress
@@ -165,4 +190,4 @@ def parse_proxies(value: str) -> list[str]:
 
 
 __all__ = ("SECTIONS", "SHORT_NAMES", "AppSettings", "GenerationSettings", "ServeSettings", "Settings",
-           "load_settings", "parse_auth", "parse_proxies")
+           "load_settings", "parse_auth", "parse_list", "parse_proxies")

@@ -121,6 +121,28 @@ def add_backend_flags(p: argparse.ArgumentParser, *, given_only: bool = False, s
         add_engine_flags(p)
 
 
+ACCESS_FLAGS = {
+    "allowed_hosts": Flag(name="--allowed-host", repeat=True, metavar="HOST"),
+    "allowed_origins": Flag(name="--allowed-origin", repeat=True, metavar="ORIGIN"),
+}
+"""The trusted-host and origin options of `serve` and `app`, from `AccessConfig`'s fields (one definition)."""
+
+
+def add_access_flags(p: argparse.ArgumentParser) -> None:
+    """--allowed-host and --allowed-origin (`reflectrm.serving.hosts.AccessConfig`), repeatable; unset: not given."""
+    from reflectrm.serving.hosts import AccessConfig
+
+    add_config_flags(p.add_argument_group("who may call it (AccessConfig; localhost and IP addresses always)"),
+                     AccessConfig, extra=ACCESS_FLAGS, given_only=True)
+
+
+def access_config(args: argparse.Namespace) -> Any:
+    """The `AccessConfig` the access flags give (checked: a malformed host or origin is one `ConfigError` line)."""
+    from reflectrm.serving.hosts import AccessConfig
+
+    return AccessConfig(**flags.given_flags(AccessConfig, args))
+
+
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
     """The `--backend vllm|openai` options, derived from `EngineConfig` (its defaults and comments) by
     `reflectrm.flags`; none has a default of its own, so only what was typed reaches the engine."""

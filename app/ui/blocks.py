@@ -9,6 +9,7 @@ A new tab is one line: a module with a `TAB = TabSpec(...)`, added to `TABS` bel
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -16,8 +17,10 @@ from starlette.middleware import Middleware
 
 from reflectrm_app.ui import api
 from reflectrm_app.ui.login import FailureCounter, LoginGuard, LoginThrottleMiddleware, trust_proxies
+from reflectrm_app.ui.uploads import MB, UploadFolderCap
 from reflectrm_app.services import AppServices
-from reflectrm_app.settings import AppSettings, parse_proxies
+from reflectrm_app.settings import AppSettings, load_settings, parse_proxies
+from reflectrm.serving.guard import AccessGuard
 from reflectrm_app.ui.tabs import audit, curate, evaluate, history, judge, review, train
 from reflectrm_app.ui.tabs.common import TabSpec, Workbench, source_choices
 
@@ -106,13 +109,21 @@ def build_app(services: AppServices, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blo
 
 def launch_options(settings: AppSettings | None = None) -> dict[str, Any]:
     """What `Blocks.launch` needs besides host and port: css/head (Gradio 6 takes them at launch), the
-    login (throttled per user and per address), and the upload size limit."""
+    trusted-host and cross-site checks (`reflectrm.serving.hosts`) on every route, the login (throttled
+    per user and per address), and the upload limits (per file, and the upload folder as a whole)."""
+    from gradio.utils import get_upload_folder  # the folder Gradio's server writes uploads to
+
+    settings = settings if settings is not None else load_settings()
     options: dict[str, Any] = {"css": CSS, "head": KEYBOARD_JS, "share": False, "ssr_mode": False,
                                "show_error": False, "footer_links": ["api"], "max_file_size": "50mb"}
-    trust_proxies(parse_proxies(settings.app.trusted_proxies) if settings is not None else [])
-    credentials = settings.app.credentials() if settings is not None else []
+    trust_proxies(parse_proxies(settings.app.trusted_proxies))
+    middleware = [Middleware(AccessGuard, access=settings.app.access()),  # first: before any route or login
+                  Middleware(UploadFolderCap, folder=Path(get_upload_folder()),
+                             max_bytes=settings.app.upload_folder_max_mb * MB)]
+    credentials = settings.app.credentials()
     if credentials:
         options["auth"] = LoginGuard(credentials).check
         by_address = FailureCounter(max_failures=ADDRESS_MAX_FAILURES)
-        options["app_kwargs"] = {"middleware": [Middleware(LoginThrottleMiddleware, counter=by_address)]}
+        middleware.append(Middleware(LoginThrottleMiddleware, counter=by_address))
+    options["app_kwargs"] = {"middleware": middleware}
     return options

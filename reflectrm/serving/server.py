@@ -22,6 +22,10 @@ drains: no new work (503 + Retry-After, /health "draining"), admitted
 requests are answered within `drain_timeout_s` (the rest get 503 + Retry-After, nothing of theirs
 stored), then the process exits 0. A backend failure (an upstream server down) is 503; bad input is
 400 or 413, each with {"error": one line}. With a token, every POST needs `Authorization: Bearer TOKEN`.
+
+No web page can drive it (`reflectrm.serving.hosts`): a Host that is not this service's (DNS rebinding) and a
+POST from another site's page get 403, a POST body not declared `application/json` gets 415, each before the
+body is read. `ServeConfig.access` allows more names and origins (the latter also answered for CORS).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import BackendError, Cancelled, InputError, ReflectRMError, require
 from reflectrm.serving.batcher import Batcher, Busy, Draining, Job
+from reflectrm.serving.guard import AccessGuard
+from reflectrm.serving.hosts import AccessConfig, Refusal, json_body_refusal
 from reflectrm.serving.rewards import (Grouped, RewardConfig, completion_text, conversation_of, group_by_prompt,
                                        judgments_needed, plan_rewards)
 
@@ -67,6 +73,7 @@ class ServeConfig:
     header_timeout_s: float = 30.0  # a request line and headers not whole this long after the connection
     # opened (or after its last answer) get 408 and the connection closes (`http_protocol`)
     drain_timeout_s: float = 60.0  # on SIGTERM, how long admitted requests have to finish
+    access: AccessConfig = AccessConfig()  # hosts and origins answered beyond this service's own (`hosts`)
 
 
 class RewardService:
@@ -257,6 +264,12 @@ def build_app(service: RewardService) -> Any:
         headers = {"Retry-After": str(RETRY_AFTER_S)} if retry else None
         return JSONResponse({"error": message}, status_code=status, headers=headers)
 
+    def guard_reply(refusal: Refusal) -> tuple[str, bytes]:
+        """A request the access guard refuses, in the service's error shape and counted like any refusal."""
+        service.counters["requests"] += 1
+        service.counters[f"rejected_{refusal.status}"] += 1
+        return "application/json", json.dumps({"error": refusal.message}).encode()
+
     def refusal(exc: BaseException) -> Any:
         """Every failure as its status and one line (the order matters: a ContextLengthError is an InputError)."""
         if isinstance(exc, Busy):
@@ -298,6 +311,8 @@ def build_app(service: RewardService) -> Any:
 
     async def handle(request: Request, make_job: Callable[[Any], Job]) -> Any:
         service.counters["requests"] += 1
+        if (unsupported := json_body_refusal(request.headers.get("content-type"))) is not None:
+            return error(unsupported.status, unsupported.message)  # a page's form or text/plain POST: never read
         token, sent = config.token, request.headers.get("authorization", "")
         if token and not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
             return error(401, "missing or wrong bearer token: send Authorization: Bearer <token>")
@@ -362,6 +377,13 @@ def build_app(service: RewardService) -> Any:
         lines.append(f"reflectrm_draining {int(service.batcher.draining)}")
         return PlainTextResponse("\n".join(lines) + "\n")
 
+    origins = config.access.allowed_origins
+    if origins:  # a page of an allowed origin may call the service from a browser: answer its CORS preflight
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=["*"] if "*" in origins else list(origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(AccessGuard, access=config.access, reply=guard_reply)  # outermost: before CORS and routes
     return app
 
 

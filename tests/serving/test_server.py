@@ -166,7 +166,7 @@ def test_a_chunked_body_over_the_limit_is_413_without_being_read_whole(start):
     # the trap: only Content-Length was checked, so a chunked body was read (and parsed) whole, then 400
     url, service, _ = start(longer_wins(), max_body_bytes=1000)
     with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as s:
-        s.sendall(b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /v1/rewards HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n")
         for _ in range(3):  # 3000 bytes of a body that never ends: the answer cannot wait for its end
             s.sendall(b"3e8\r\n" + b" " * 1000 + b"\r\n")
@@ -178,7 +178,7 @@ def test_a_chunked_body_over_the_limit_is_413_without_being_read_whole(start):
 def test_a_body_that_stalls_gets_408(start):
     url, _, _ = start(longer_wins(), body_timeout_s=0.5)
     with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as s:
-        s.sendall(b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /v1/rewards HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 100\r\n\r\n{")  # headers, then one byte of 100, then nothing
         reply = s.recv(4096).decode()
     assert reply.startswith("HTTP/1.1 408") and "stalled for 0.5s" in reply
@@ -191,13 +191,13 @@ def _head_of(url: str) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("sent", [
-    pytest.param(b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\n", id="headers-never-finished"),
+    pytest.param(b"POST /v1/rewards HTTP/1.1\r\nHost: 127.0.0.1\r\n", id="headers-never-finished"),
     pytest.param(b"POS", id="request-line-cut"),
     pytest.param(b"drip", id="a-byte-at-a-time"),  # each byte restarts uvicorn's idle timer: no deadline but ours
 ])
 def test_a_request_whose_headers_never_finish_gets_408_and_the_others_are_answered(start, sent):
     url, _, _ = start(longer_wins(), header_timeout_s=0.5)
-    head = b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = b"POST /v1/rewards HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     with socket.create_connection(_head_of(url), timeout=10) as s:
         if sent == b"drip":
             opened = time.monotonic()
