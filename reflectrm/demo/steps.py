@@ -588,9 +588,9 @@ def analysis_true(text: str, chain: Chain | None, *, task: Task) -> bool:
 
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
     # the shipped judge's anchor drops a carry on each of the first three, and stage 2 overturns it
-    # (`python research/find_examples.py` on the app's settings, seed 0)
-    ("Take 7. Step 1: subtract 4. Step 2: add 4. Step 3: add 9. Step 4: add 9. What number do you get?",
-     "The answer is 35.", "It is 25."),
+    # (`python research/find_examples.py --pairs 128` on the app's settings, seed 0: 10 of 128 held-out pairs)
+    ("A counter shows 12. Step 1: add 7. Step 2: subtract 8. Step 3: add 5. Step 4: add 9. What does it show now?",
+     "It is 25.", "I get 15."),
     ("Start with 23. Step 1: add 9. Step 2: add 7. Step 3: subtract 8. Step 4: subtract 3. What is the result?",
      "The result is 28.", "It is 18."),
     ("Start with 12. Step 1: add 9. Step 2: subtract 4. Step 3: subtract 5. Step 4: add 7. Step 5: add 6. "
