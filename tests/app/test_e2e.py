@@ -197,7 +197,8 @@ def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -
 def test_clicking_an_example_fills_the_form_and_judges_nothing(page: Page) -> None:
     page.fill("#judge-messages textarea", '[{"role": "user", "content": "would override the query"}]')
     query, r1, r2 = demo_domain().examples[-1]  # the shipped judge's own domain
-    page.locator("#judge-examples").get_by_text(query).first.click()
+    # the table shows a long query cut after about 60 characters: its opening finds the row
+    page.locator("#judge-examples").get_by_text(query[:50]).first.click()
     status = wait_value(page, "judge-status", r"^example \d+ filled in")
     assert status.startswith(f"example {len(demo_domain().examples)} ")
     assert [value(page, e) for e in ("judge-query", "judge-messages", "judge-r1", "judge-r2")] == [query, "", r1, r2]
