@@ -262,6 +262,7 @@ def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig)
     try:
         result = train(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh, stop=stop)
     finally:
+        stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():
             signal.signal(s, handler)
     print(json.dumps({"state": result.state, "step": result.step,
