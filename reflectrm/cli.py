@@ -12,6 +12,7 @@ Bad input gets one line on stderr naming the problem and the fix, and exit code 
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import itertools
 import json
@@ -28,7 +29,7 @@ from reflectrm.backends.config import BACKENDS, DEFAULT_THREADS, BackendConfig
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
-from reflectrm.display import printable
+from reflectrm.display import escape_unencodable, printable
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.flags import Flag, add_config_flags
 from reflectrm.eval.readers import read_pairs
@@ -99,11 +100,16 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+ESCAPE_ERRORS = "reflectrm-escape"
+"""The codec error handler `safe_streams` gives stdout and stderr (`reflectrm.display.escape_unencodable`)."""
+
+
 def safe_streams() -> None:
-    """stdout and stderr write what their encoding lacks as backslash escapes (PYTHONIOENCODING=ascii, a C locale)."""
+    """stdout and stderr write what their encoding lacks as \\u escapes (PYTHONIOENCODING=ascii, a C locale)."""
+    codecs.register_error(ESCAPE_ERRORS, escape_unencodable)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError, OSError):  # None (closed at start), or not a text file
-            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+            stream.reconfigure(errors=ESCAPE_ERRORS)  # type: ignore[union-attr]
 
 
 def stdout_gone() -> bool:

@@ -40,3 +40,20 @@ def printable(text: object, *, lines: bool = False) -> str:
             and tab. Otherwise every control is shown, newline and tab too, so one field stays on one line.
     """
     return (_LINES if lines else _ONE_LINE).sub(_escape, str(text))
+
+
+def escape_unencodable(error: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: what a stream's encoding cannot write is written as JSON escapes (past U+FFFF as a
+    surrogate pair), so printed JSON stays JSON whatever the terminal's encoding (`\\U0001f600`, what Python's
+    `backslashreplace` writes, is not JSON)."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    escaped = []
+    for char in error.object[error.start:error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escaped.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            escaped.append(f"\\u{code:04x}")
+    return "".join(escaped), error.end

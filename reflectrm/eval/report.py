@@ -56,9 +56,9 @@ def _ece(s: Mapping[str, Any]) -> str:
 
 
 def _cell(text: Any) -> str:
-    """Text from data in a Markdown table cell (or any one-line field): a `|` cannot split the cell, a line end
-    cannot end the row, a control character is shown as its escape (`printable`), never obeyed by a viewer."""
-    return printable(str(text).replace("|", "\\|").replace("\n", " "))
+    """Text from data in a Markdown table cell (or any one-line field): a `|` cannot split the cell; a line end,
+    which would end the row, and every other control character are shown as escapes (`printable`)."""
+    return printable(str(text).replace("|", "\\|"))
 
 
 def markdown(report: Mapping[str, Any]) -> str:
