@@ -92,7 +92,7 @@ def _acquire(path: Path, *, flag: str, target: Path) -> int:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise OutputBusy(f"{flag} {str(target)!r} is being written by another run ({holder}): wait for it to "
+            raise OutputBusy(f"{flag} {str(target)!r} is being written by another run, {holder}: wait for it to "
                              "end (or stop it), or pass another path") from None
         if _is_current(fd, path):
             os.ftruncate(fd, 0)
@@ -114,9 +114,9 @@ def _holder() -> dict[str, object]:
 
 
 def _read_holder(fd: int) -> str:
-    """Who holds the lock, from what it wrote: "pid 4242, `reflectrm judge`, since ..." (bounded, never trusted)."""
+    """Who holds the lock, from what it wrote: "reflectrm judge (pid 4242, since ...)" (bounded, never trusted)."""
     try:
         info = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-        return f"pid {int(info['pid'])}, `{info['command']}`, since {info['since']}"
+        return f"{info['command']} (pid {int(info['pid'])}, since {info['since']})"
     except (OSError, ValueError, KeyError, TypeError, RecursionError):  # empty (it is writing it now) or not ours
-        return "its pid is not recorded yet"
+        return "whose pid is not recorded yet"
