@@ -14,6 +14,7 @@ import os
 import sys
 
 from reflectrm.cli import add_access_flags, add_backend_flags, engine_options
+from reflectrm.display import printable
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     services = AppServices.start(settings)
     demo = build_app(services)
     demo.queue(default_concurrency_limit=4)
-    print(f"ReflectRM app on http://{settings.app.host}:{settings.app.port} (database {services.store.engine.url!r})",
+    print(printable(f"ReflectRM app on http://{settings.app.host}:{settings.app.port} "
+                    f"(database {services.store.engine.url!r})"),
           file=sys.stderr, flush=True)
     try:
         demo.launch(server_name=settings.app.host, server_port=settings.app.port, quiet=True, **launch_options(settings))

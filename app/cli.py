@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any, NoReturn
 
 from reflectrm import cli as judge_cli
+from reflectrm.display import printable
 from reflectrm.errors import InputError
 
-EXIT_USAGE = 2
+EXIT_USAGE = judge_cli.EXIT_USAGE
 OPTIONAL_PARTS = MappingProxyType({  # module -> the extra that installs it
     "reflectrm_db.cli": "store", "reflectrm_app.app_cli": "ui", "reflectrm.training.cli": "train",
     "reflectrm_app.eval_cli": "store", "reflectrm_app.serve_cli": "serve",  # headless: neither needs the UI
@@ -47,7 +47,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (`error: ...`) and exit 2, like every other refusal."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+        self.exit(EXIT_USAGE, f"error: {printable(' '.join(message.split()))} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,23 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    judge_cli.safe_streams()  # from the start: a usage error can quote what was typed
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(judge_cli.PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     if not args.verbose:
         _quiet_libraries()
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted: rerun the same command to resume", file=sys.stderr)
-        return 130
-    except Exception as exc:  # one mechanism for every command: known kinds of failure are one line, exit 2
-        line = judge_cli.error_line(exc)
-        if line is None:
-            raise  # a bug: keep its traceback
-        logging.getLogger(__name__).info("%s", line, exc_info=True)  # the traceback, with --verbose
-        print(f"error: {line}", file=sys.stderr)
-        return EXIT_USAGE
+    return judge_cli.run_command(args)  # known failures one line, exit 2; output escaped and never an error
 
 
 def _quiet_libraries() -> None:

@@ -10,6 +10,7 @@ Rerunning the same `eval` command resumes its run: pairs already stored are not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -19,11 +20,13 @@ from typing import Any
 from reflectrm import cli as judge_cli
 from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
 from reflectrm.core.config import row_id, seed_number
+from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
+from reflectrm.locks import exclusive
 
 DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
 
@@ -103,19 +106,26 @@ def _stop_on_sigterm(stop: threading.Event) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from reflectrm_app.evaluation import Evaluations
-    from reflectrm_db.services import JudgmentStore
-
-    from reflectrm.eval.report import markdown, write_report
-
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
     backend_options(args)  # a bad flag fails before the data is read or a model loaded
     request = request_from_args(args)
     config = config_from_args(args)
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
+    with contextlib.ExitStack() as stack:
+        if args.out:  # one writer per report folder, held from before the run until its report is written
+            stack.enter_context(exclusive(args.out, flag="--out", folder=True))
+        return _evaluate(args, request, bench, config)
+
+
+def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -> int:
+    from reflectrm_app.evaluation import Evaluations
+    from reflectrm_db.services import JudgmentStore
+
+    from reflectrm.eval.report import markdown, write_report
+
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
-        print(line, flush=True)
+        print(printable(line), flush=True)
     stop = threading.Event()
     _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:
@@ -128,9 +138,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         report = evals.report(run.id)
     if args.out:
         for path in write_report(report, args.out):
-            print(f"wrote {path}", file=sys.stderr)
-    print(markdown(report))
-    print(f"evaluation run {run.id}: {run.status} ({run.items_done}/{run.items_total} pair-orders)")
+            print(printable(f"wrote {path}"), file=sys.stderr)
+    print(markdown(report))  # every text from data in it escaped (`reflectrm.eval.report`)
+    print(f"evaluation run {run.id}: {printable(run.status)} ({run.items_done}/{run.items_total} pair-orders)")
     return 0 if run.status == "completed" else 130
 
 
@@ -143,5 +153,5 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with JudgmentStore.open(args.db, read_only=True) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
-    print(dumps(result) if args.json else compare_markdown(result))
+    print(printable(dumps(result), lines=True) if args.json else compare_markdown(result))
     return 0

@@ -18,6 +18,7 @@ import sys
 from reflectrm import cli as judge_cli
 from reflectrm.cli import (access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_options,
                            config_from_args)
+from reflectrm.display import printable
 from reflectrm.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                                    round_judgments=max(args.max_judgments, 1024),
                                                    drain_timeout_s=args.drain_timeout_s, access=access),
                                 record=record)
-        print(f"ReflectRM reward service on http://{args.host}:{args.port} ({backend.name}: {backend.model_id})",
+        print(printable(f"ReflectRM reward service on http://{args.host}:{args.port} "
+                        f"({backend.name}: {backend.model_id})"),
               file=sys.stderr, flush=True)
         serve(service, host=args.host, port=args.port)
     return 0

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES, LABEL_MAP_HELP
 from reflectrm_db.importing import format_counts, load_pair_file, parse_mapping
+from reflectrm.display import printable
+from reflectrm.locks import exclusive
 
 if TYPE_CHECKING:
     from reflectrm_db.services import JudgmentStore
@@ -86,21 +88,23 @@ def cmd_import(args: argparse.Namespace) -> int:
     read = load_pair_file(args.file, mapping=mapping, source=args.source, labels=args.labels, split=args.split,
                           skip_invalid=args.skip_invalid)
     for number, reason in read.skipped:
-        print(f"skipped row {number}: {reason}", file=sys.stderr)
+        print(printable(f"skipped row {number}: {reason}"), file=sys.stderr)
     with _store(args.db) as store:
         report = store.add_pairs(read.pairs)
     skipped = f"; {len(read.skipped)} invalid row(s) skipped" if args.skip_invalid else ""
-    print(f"imported {report.added} new pair(s) from {args.file} ({report.already_present} already stored{skipped})")
-    print(format_counts(read.label_counts()))
+    print(printable(f"imported {report.added} new pair(s) from {args.file} ({report.already_present} already stored"
+                    f"{skipped})"))
+    print(printable(format_counts(read.label_counts())))
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _store(args.db, read_only=True) as store:  # reading a store never creates or changes one
+    # one writer per --out; the store is only read (reading a store never creates or changes one)
+    with exclusive(args.out, flag="--out"), _store(args.db, read_only=True) as store:
         count = store.export(
             args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive, snapshot=args.snapshot
         )
-    print(f"exported {count} {args.kind} row(s) to {args.out}")
+    print(printable(f"exported {count} {args.kind} row(s) to {args.out}"))
     return 0
 
 
@@ -129,7 +133,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         raise ConfigError(f"{url}: cannot upgrade ({exc}): is it from a newer reflectrm? upgrade reflectrm") from exc
     finally:
         engine.dispose()
-    print(f"{url}: schema {before or 'empty'} -> {after}" if before != after else f"{url}: schema already at {after}")
+    print(printable(f"{url}: schema {before or 'empty'} -> {after}" if before != after
+                    else f"{url}: schema already at {after}"))
     return 0
 
 
@@ -140,7 +145,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     url = load_store_settings().database_url if args.db is None else normalise_url(args.db)
     if not url.startswith("sqlite"):  # said before connecting: the server may hold anything
         raise InputError("backup copies SQLite files: back up PostgreSQL with pg_dump")
-    with _store(args.db, read_only=True) as store:  # the source is only read
+    with exclusive(args.path, flag="backup path"), _store(args.db, read_only=True) as store:  # the source is only read
         store.backup(args.path)
-    print(f"backed up to {args.path}", file=sys.stdout)
+    print(printable(f"backed up to {args.path}"))
     return 0

@@ -12,9 +12,11 @@ Bad input gets one line on stderr naming the problem and the fix, and exit code 
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import itertools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Collection
@@ -27,10 +29,12 @@ from reflectrm.backends.config import BACKENDS, DEFAULT_THREADS, BackendConfig
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
+from reflectrm.display import escape_unencodable, printable
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.flags import Flag, add_config_flags
 from reflectrm.eval.readers import read_pairs
 from reflectrm.inputs import check_text
+from reflectrm.locks import exclusive
 
 JUDGE_FLAGS = {
     "strategy": Flag(choices=tuple(sorted(STRATEGIES))),
@@ -62,6 +66,90 @@ def error_line(exc: BaseException) -> str | None:
     else:
         return None
     return " ".join(text.split())  # one line, whatever the message held
+
+
+EXIT_USAGE = 2
+EXIT_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a program whose reader went away (`reflectrm judge ... | head -1`)."""
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the command `args.func` names: a known kind of failure is one line and exit 2, whatever part raised it.
+
+    Printing never fails: a character the terminal's encoding lacks is written as its escape (an encoding
+    error after a judgment was stored used to read as bad input, and each retry stored another row), and
+    a reader that went away ends the command quietly (exit 141). Ctrl-C is exit 130.
+    """
+    safe_streams()
+    try:
+        code = int(args.func(args) or 0)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a reader that went away shows here, not as a message at exit
+        return code
+    except KeyboardInterrupt:
+        _say("interrupted: rerun the same command to resume")
+        return 130
+    except Exception as exc:  # one mechanism for every command
+        if isinstance(exc, BrokenPipeError) and stdout_gone():
+            return EXIT_PIPE  # nothing to say, and no one reading it
+        line = error_line(exc)
+        if line is None:
+            raise  # a bug: keep its traceback
+        logging.getLogger(__name__).info("%s", line, exc_info=True)  # the traceback, with --verbose
+        _say(f"error: {printable(line)}")
+        return EXIT_USAGE
+
+
+ESCAPE_ERRORS = "reflectrm-escape"
+"""The codec error handler `safe_streams` gives stdout and stderr (`reflectrm.display.escape_unencodable`)."""
+
+
+def safe_streams() -> None:
+    """stdout and stderr write what their encoding lacks as \\u escapes (PYTHONIOENCODING=ascii, a C locale)."""
+    codecs.register_error(ESCAPE_ERRORS, escape_unencodable)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # None (closed at start), or not a text file
+            stream.reconfigure(errors=ESCAPE_ERRORS)  # type: ignore[union-attr]
+
+
+def stdout_gone() -> bool:
+    """Whether stdout's reader went away (a closed pipe); if so stdout is pointed at /dev/null, so that the
+    interpreter's own flush at exit stays quiet (the recipe of Python's `signal` documentation)."""
+    try:
+        fd = sys.stdout.fileno()  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return False
+    try:
+        sys.stdout.flush()  # type: ignore[union-attr]
+        gone = _pipe_widowed(fd)
+    except BrokenPipeError:
+        gone = True
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return gone
+
+
+def _pipe_widowed(fd: int) -> bool:
+    """A pipe no process reads any more: poll reports an error on its writing end (Linux, macOS)."""
+    import select
+
+    if not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # stderr's reader gone too: the exit code still tells
+        print(line, file=sys.stderr)
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log records with data escaped for a terminal (`printable`); a traceback keeps its lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), lines=True)
 
 
 def _is_database_error(exc: BaseException) -> bool:
@@ -215,11 +303,12 @@ def cmd_judge(args: argparse.Namespace) -> int:
         raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
     # any pair file `eval` reads, by the same rules; a pair without a source keeps none (stored rows as before)
     pairs = read_pairs(args.input, source="") if args.input else [_pair_from_args(args)]
-    plan = None
-    if args.input is not None:  # every precondition before the model loads: it takes minutes on a real judge
-        out_path = args.output or args.input.with_suffix(".judgments.jsonl")
-        plan = outputs.check_output(out_path, input_path=args.input, config=config, swap=args.swap)
     with contextlib.ExitStack() as stack:
+        plan = None
+        if args.input is not None:  # every precondition before the model loads: it takes minutes on a real judge
+            out_path = args.output or args.input.with_suffix(".judgments.jsonl")
+            stack.enter_context(exclusive(out_path, flag="--output"))  # one writer: read, then appended to by us only
+            plan = outputs.check_output(out_path, input_path=args.input, config=config, swap=args.swap)
         store = None
         if getattr(args, "db", None) is not None:  # `--db ""` is an error (the store says so), not "no store"
             store = stack.enter_context(args.open_store(args.db))
@@ -231,29 +320,46 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def _judge_one(args: argparse.Namespace, pair: PreferencePair, backend: Any, config: JudgeConfig, store: Any) -> int:
-    from reflectrm.pipeline import judge_many, orders_agree
-    from reflectrm.render import render_judgment
+    from reflectrm.pipeline import judge_many
 
     judgments = list(judge_many([pair, pair.swapped()] if args.swap else [pair], backend, config))
+    # what is printed is made before the store is written: a failure in making it stores nothing
+    payload = _one_payload(judgments) if args.json else None
+    text = None if args.json else _one_text(judgments)
     ids = store.record(judgments, swapped=args.swap) if store else None
-    agree = orders_agree(*judgments) if args.swap else None
-    if args.json:
-        payload: dict[str, Any] = judgments[0].to_dict()
-        if args.swap:
-            payload["swapped"] = judgments[1].to_dict()
-            payload["orders_agree"] = agree
+    if payload is not None:
         if ids:
             payload["stored_ids"] = ids
-        print(json.dumps(payload, ensure_ascii=False))
+        print(printable(json.dumps(payload, ensure_ascii=False)))  # still JSON: the escapes are JSON's own
         return 0
-    print(render_judgment(judgments[0]))
-    if args.swap:
-        print("\n=== Swapped order ===\n")
-        print(render_judgment(judgments[1]))
-        print(f"\nBoth orders: {'consistent' if agree else 'FLIPPED' if agree is False else 'undecided (abstained)'}")
+    print(text)
     if ids:
-        print(f"Stored as judgment {', '.join(f'#{i}' for i in ids)} in {args.db}")
+        print(printable(f"Stored as judgment {', '.join(f'#{i}' for i in ids)} in {args.db}"))
     return 0
+
+
+def _one_payload(judgments: list[Any]) -> dict[str, Any]:
+    from reflectrm.pipeline import orders_agree
+
+    payload: dict[str, Any] = judgments[0].to_dict()
+    if len(judgments) == 2:
+        payload["swapped"] = judgments[1].to_dict()
+        payload["orders_agree"] = orders_agree(*judgments)
+    return payload
+
+
+def _one_text(judgments: list[Any]) -> str:
+    """The anatomy of one pair's judgment (and of its swap); `render_judgment` escapes the data in it."""
+    from reflectrm.pipeline import orders_agree
+    from reflectrm.render import render_judgment
+
+    text = render_judgment(judgments[0])
+    if len(judgments) == 2:
+        agree = orders_agree(*judgments)
+        text += "\n\n=== Swapped order ===\n\n" + render_judgment(judgments[1])
+        both = "consistent" if agree else "FLIPPED" if agree is False else "undecided (abstained)"
+        text += f"\n\nBoth orders: {both}"
+    return text
 
 
 def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], plan: outputs.OutputPlan, backend: Any,
@@ -289,5 +395,6 @@ def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], plan: out
             out.flush()
             buffer = []
             bar.update(1)
-    print(f"judged {len(todo)} pair(s), skipped {len(pairs) - len(todo)} already in {plan.path}", file=sys.stderr)
+    print(printable(f"judged {len(todo)} pair(s), skipped {len(pairs) - len(todo)} already in {plan.path}"),
+          file=sys.stderr)
     return 0

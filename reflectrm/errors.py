@@ -19,6 +19,10 @@ class InputError(ReflectRMError, ValueError):
     """User input (a pair, a data file line) is invalid; the message names the problem and the fix."""
 
 
+class OutputBusy(InputError):
+    """Another run is writing the same output (it holds the output's lock): this run wrote nothing."""
+
+
 class BackendError(ReflectRMError):
     """A backend could not load a model or could not do what was asked."""
 

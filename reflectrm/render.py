@@ -1,10 +1,11 @@
-"""Plain-text rendering of a judgment's anatomy (for the CLI and logs)."""
+"""Plain-text rendering of a judgment's anatomy (for the CLI and logs), its data escaped for a terminal."""
 
 from __future__ import annotations
 
 import math
 
 from reflectrm.core.types import Judgment, Rollout
+from reflectrm.display import printable
 from reflectrm.eval.metrics import wilson_interval
 
 
@@ -92,4 +93,4 @@ def render_judgment(j: Judgment, *, width: int = 72) -> str:
     if t:
         lines.append(f"Time: stage 1 {t.get('stage1_s', 0):.2f}s, stage 2 {t.get('stage2_s', 0):.2f}s; "
                      f"{j.tokens_generated} tokens generated")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # data escaped: a newline or ESC in it cannot fake a line

@@ -1,6 +1,7 @@
 """The report's files: report.json, report.md and a plot of accuracy against generated tokens per strategy.
 
-The plot is an SVG written here (no plotting library needed); every text in it is escaped.
+The plot is an SVG written here (no plotting library needed); every text in it is escaped. Text from data in
+report.md (and on the terminal) is shown with its control characters escaped (`reflectrm.display.printable`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
+
+from reflectrm.display import printable
 
 PAPER_REFERENCE = {
     "rewardbench": {"Qwen3-4B": 84.8, "ReflectRM-4B": 86.7, "Qwen3-8B": 85.0, "ReflectRM-8B": 89.2},
@@ -53,7 +56,9 @@ def _ece(s: Mapping[str, Any]) -> str:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from data in a Markdown table cell (or any one-line field): a `|` cannot split the cell; a line end,
+    which would end the row, and every other control character are shown as escapes (`printable`)."""
+    return printable(str(text).replace("|", "\\|"))
 
 
 def markdown(report: Mapping[str, Any]) -> str:
@@ -122,7 +127,7 @@ def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) 
              f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">generated tokens per judgment</text>',
              (f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
               'accuracy (95 % CI)</text>'),
-             f'<text x="{width / 2}" y="20" text-anchor="middle">{escape(str(report["benchmark"]))}</text>']
+             f'<text x="{width / 2}" y="20" text-anchor="middle">{escape(printable(report["benchmark"]))}</text>']
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{pad - 6}" y="{sy(tick) + 4}" text-anchor="end">{tick:.2f}</text>')
     parts.append(f'<text x="{sx(max_x)}" y="{sy(0) + 16}" text-anchor="end">{max_x:.0f}</text>')
@@ -134,7 +139,7 @@ def svg_plot(report: Mapping[str, Any], *, width: int = 560, height: int = 360) 
         placed.append((sx(x), label_y))
         parts += [f'<line x1="{sx(x)}" y1="{sy(acc["low"])}" x2="{sx(x)}" y2="{sy(acc["high"])}" stroke="steelblue"/>',
                   f'<circle cx="{sx(x)}" cy="{sy(acc["value"])}" r="4" fill="steelblue"/>',
-                  f'<text x="{sx(x) + 6}" y="{label_y}">{escape(name)} {100 * acc["value"]:.1f}</text>']
+                  f'<text x="{sx(x) + 6}" y="{label_y}">{escape(printable(name))} {100 * acc["value"]:.1f}</text>']
     return "\n".join([*parts, "</svg>"]) + "\n"
 
 

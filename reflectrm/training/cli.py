@@ -24,9 +24,11 @@ from typing import Any
 from reflectrm import cli as judge_cli
 from reflectrm import flags
 from reflectrm.cli import add_backend_flags, backend_options
+from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.readers import read_pairs
 from reflectrm.flags import Flag, add_config_flags
+from reflectrm.locks import exclusive
 from reflectrm.training.data import SUBSAMPLE, DataConfig
 from reflectrm.training.grpo import OBJECTIVES, TrainConfig
 
@@ -133,16 +135,18 @@ def cmd_build_data(args: argparse.Namespace) -> int:
     pairs = read_pairs(args.pairs, source="") if args.pairs is not None else []
     extra = [e for path in args.extra for e in read_examples(path, origin=path.name)]
     eval_pairs = read_pairs(args.eval, source="") if args.eval else []
-    if args.pairs is not None:
-        backend = judge_cli.load_judge(args)
-        judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size, progress=_progress_bar())
-    built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
-    snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
-        "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
-        "extra": [str(p) for p in args.extra]})
+    with exclusive(args.out, flag="--out", folder=True):  # one build-data per snapshot folder at a time
+        if args.pairs is not None:
+            backend = judge_cli.load_judge(args)
+            judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size,
+                                          progress=_progress_bar())
+        built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
+        snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
+            "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
+            "extra": [str(p) for p in args.extra]})
     print(json.dumps({"snapshot": str(snapshot.path), "content_hash": snapshot.content_hash, "rows": snapshot.rows,
-                      "report": asdict(built.report), "mix": mix_summary(built)}, indent=2))
-    print(mix_line(built), file=sys.stderr)
+                      "report": asdict(built.report), "mix": mix_summary(built)}, indent=2))  # ASCII: escaped
+    print(printable(mix_line(built)), file=sys.stderr)
     return 0
 
 
@@ -233,8 +237,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         has_run = jobs.RunFiles(args.output).run.exists()
         job = (jobs.resume_run(args.output) if has_run and not args.fresh
                else jobs.start_run(args.output, data=args.data, model=model, config=config))
-        print(f"started {job.run_dir} (pid {job.process.pid if job.process else '?'}): "
-              f"watch with `reflectrm train-status {job.run_dir}`")
+        print(printable(f"started {job.run_dir} (pid {job.process.pid if job.process else '?'}): "
+                        f"watch with `reflectrm train-status {job.run_dir}`"))
         return 0
     return _train_foreground(args, model, config)
 
@@ -258,13 +262,15 @@ def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig)
     try:
         result = train(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh, stop=stop)
     finally:
+        stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():
             signal.signal(s, handler)
     print(json.dumps({"state": result.state, "step": result.step,
                       "final_model": str(result.final_model) if result.final_model else None,
                       "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None}, indent=2))
     if result.state == "cancelled":
-        print(f"cancelled: rerun the same command to resume from {result.last_checkpoint}", file=sys.stderr)
+        print(printable(f"cancelled: rerun the same command to resume from {result.last_checkpoint}"),
+              file=sys.stderr)
     return 0
 
 
@@ -276,7 +282,7 @@ def _print_progress(run_dir: Path, stop: threading.Event, *, every_s: float = 10
         p = read_progress(run_dir, completions=0, log_chars=0)
         if p.step != last and p.state == "running":
             last = p.step
-            print(_progress_line(p), file=sys.stderr)
+            print(printable(_progress_line(p)), file=sys.stderr)
 
 
 def _progress_line(p: Any) -> str:
@@ -295,31 +301,24 @@ def cmd_train_status(args: argparse.Namespace) -> int:
         d = {k: v for k, v in asdict(p).items() if k not in ("metrics",)}
         d["run_dir"] = str(p.run_dir)
         d["checkpoints"] = [{**asdict(c), "path": str(c.path)} for c in p.checkpoints]
-        print(json.dumps(d, default=str))
+        print(json.dumps(d, default=str))  # ASCII: every control and non-ASCII character escaped
         return 0
-    print(_progress_line(p))
+    print(printable(_progress_line(p)))  # the run folder's files are data: a state or an error can hold anything
     for c in p.checkpoints:
-        print(f"  {'final' if c.final else 'checkpoint'} step {c.step}: {c.path}{' (LoRA adapter)' if c.lora else ''}")
+        print(printable(f"  {'final' if c.final else 'checkpoint'} step {c.step}: {c.path}"
+                        f"{' (LoRA adapter)' if c.lora else ''}"))
     if p.error:
-        print(f"  error: {p.error}")
+        print(printable(f"  error: {p.error}"))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point for `python -m reflectrm.training.cli` (what `accelerate launch -m` runs)."""
-    from reflectrm.cli import error_line
+    from reflectrm.cli import run_command
 
     parser = argparse.ArgumentParser(prog="reflectrm-train")
     register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except Exception as exc:
-        line = error_line(exc)
-        if line is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 2
+    return run_command(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any
 from reflectrm.core.config import check_positive_int, check_seed, counting, seed_number, strict_from_dict
 from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, InputError, require
+from reflectrm.locks import exclusive
 from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
 from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
 
@@ -330,22 +331,27 @@ def train(
     """
     check_train_inputs(data, model=model, output_dir=output_dir, config=config)
     files = RunFiles(Path(output_dir))
-    files.root.mkdir(parents=True, exist_ok=True)
     main = _is_main_process()  # under accelerate launch every process runs this; one writes the status
-    if main:
-        files.cancel.unlink(missing_ok=True)
-        files.update_status(state="starting", pid=os.getpid(), pid_start=process_start(os.getpid()), error="",
-                            finished_at=None, finished_unix=None)
-    try:
-        result = _train(data, model=model, files=files, config=config, resume=resume, stop=stop or threading.Event())
-    except BaseException as exc:
+    with contextlib.ExitStack() as stack:
+        if main:  # one run per folder: a second is refused before it writes its status over this one's
+            stack.enter_context(exclusive(files.root, flag="the run folder", folder=True))
+            files.cancel.unlink(missing_ok=True)
+            files.update_status(state="starting", pid=os.getpid(), pid_start=process_start(os.getpid()), error="",
+                                finished_at=None, finished_unix=None)
+        else:
+            files.root.mkdir(parents=True, exist_ok=True)
+        try:
+            result = _train(data, model=model, files=files, config=config, resume=resume,
+                            stop=stop or threading.Event())
+        except BaseException as exc:
+            if main:
+                files.update_status(state="cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
+                                    error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
+                                    finished_unix=_now())
+            raise
         if main:
-            files.update_status(state="cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
-                                error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(), finished_unix=_now())
-        raise
-    if main:
-        files.update_status(state=result.state, step=result.step, finished_at=now_iso(), finished_unix=_now(),
-                            final_model=str(result.final_model) if result.final_model else None)
+            files.update_status(state=result.state, step=result.step, finished_at=now_iso(), finished_unix=_now(),
+                                final_model=str(result.final_model) if result.final_model else None)
     return result
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.errors import InputError
+from reflectrm.locks import exclusive
 from reflectrm.training.grpo import TrainConfig
 from reflectrm.training.runs import (
     Checkpoint,
@@ -107,6 +108,7 @@ def start_run(
         raise InputError(f"{files.root} already holds a run: resume it, or pass a new run folder")
     if not Path(data).is_dir():
         raise InputError(f"dataset {str(data)!r} does not exist: build data first (`reflectrm build-data`)")
+    _check_free(files)
     files.root.mkdir(parents=True, exist_ok=True)
     spec = {"data": str(Path(data).resolve()), "model": model, "config": config.to_dict(), "created_at": now_iso()}
     files.run.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
@@ -121,6 +123,7 @@ def resume_run(run_dir: str | Path, *, max_steps: int | None = None, env: Mappin
     files = RunFiles(Path(run_dir))
     if not files.run.exists():
         raise InputError(f"{files.root} holds no run to resume: start one with start_run")
+    _check_free(files)
     if max_steps is not None:
         spec = run_spec(files.root)
         spec["config"] = TrainConfig.from_dict(spec["config"]).with_(max_steps=max_steps).to_dict()
@@ -139,6 +142,14 @@ def attach(run_dir: str | Path) -> TrainJob:
     if not files.run.exists() and not files.status.exists():
         raise InputError(f"{files.root} holds no run")
     return TrainJob(files.root)
+
+
+def _check_free(files: RunFiles) -> None:
+    """Refuse (`OutputBusy`) a folder a run trains in now, before anything in it is written.
+
+    The worker takes the folder's lock itself (`grpo.train`): this only makes the refusal come from the launcher."""
+    with exclusive(files.root, flag="the run folder", folder=True):
+        pass
 
 
 def _launch(files: RunFiles, *, resume: bool, env: Mapping[str, str] | None) -> TrainJob:

@@ -17,6 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
+from reflectrm.errors import OutputBusy
 from reflectrm.training.runs import RunFiles, now_iso
 
 
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         result = train(spec["data"], model=spec["model"], output_dir=files.root, config=config,
                        resume=args.resume, stop=stop)
+    except OutputBusy as exc:  # another process trains this folder: its status is its own, left as it is
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # reported on the log, then recorded for the watcher
         traceback.print_exc()  # first: a watcher that sees `failed` must find the traceback already in the log
         sys.stderr.flush()
