@@ -71,6 +71,8 @@ def _tour(page: Page, out: Path) -> None:
 
     page.click("#judge-audit")
     _until(page, "audit-banner", "^(CONSISTENT|FLIPPED|UNDECIDED)")
+    page.click("#audit-source input")  # the batch audit runs on the demo pairs, not the one typed in
+    page.locator("[role=option]", has_text=demo_domain().source).first.click()
     page.fill("#audit-sample input", "4")
     page.click("#audit-run")
     _until(page, "audit-status", "^(audited|error)")

@@ -32,6 +32,8 @@ class SubsetStats:
         reflections / reflection_failures: stage-2 outputs in both orders' judgments, and how many did not parse.
         first_critiques: parsed reflections that chose the first-presented critique (stage 2's own position
             bias; of `reflections - reflection_failures`, unbiased half).
+        decisive / decisive_first: parsed reflections whose two critiques reach different verdicts, and those of
+            them that chose the first-presented critique (where the choice decides something; unbiased half).
     """
 
     subset: str
@@ -45,6 +47,8 @@ class SubsetStats:
     reflections: int = 0
     reflection_failures: int = 0
     first_critiques: int = 0
+    decisive: int = 0
+    decisive_first: int = 0
 
     @property
     def both_orders_accuracy(self) -> float | None:
@@ -71,6 +75,13 @@ class SubsetStats:
             return None
         return (self.first_critiques / decided, *wilson_interval(self.first_critiques, decided))
 
+    @property
+    def decisive_first_rate(self) -> tuple[float, float, float] | None:
+        """`first_critique_rate` over the reflections between critiques that disagree (None without one)."""
+        if not self.decisive:
+            return None
+        return (self.decisive_first / self.decisive, *wilson_interval(self.decisive_first, self.decisive))
+
 
 def audit_sample(count: int, *, sample: int, seed: int) -> list[int]:
     """Positions (sorted) of the pairs a seeded audit judges: all of them, or `sample` drawn at random.
@@ -96,7 +107,7 @@ def audit_stats(judgments: Sequence[tuple[Judgment, Judgment]]) -> list[SubsetSt
 
 
 _COUNTS = ("pairs", "labelled", "both_correct", "flipped", "compared", "first_wins", "verdicts", "reflections",
-           "reflection_failures", "first_critiques")
+           "reflection_failures", "first_critiques", "decisive", "decisive_first")
 
 
 def _count(t: dict[str, int], original: Judgment, swapped: Judgment) -> None:
@@ -115,3 +126,6 @@ def _count(t: dict[str, int], original: Judgment, swapped: Judgment) -> None:
         t["reflections"] += len(j.reflections)
         t["reflection_failures"] += j.reflection_failures
         t["first_critiques"] += j.reflections_first_chosen[0]
+        first, decisive = j.decisive_first_chosen
+        t["decisive_first"] += first
+        t["decisive"] += decisive

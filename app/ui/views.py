@@ -313,8 +313,8 @@ def measured_stage2_text(m: MeasuredStage2 | None) -> str:
             f"greedy {100 * m.greedy:.1f} %, gain {100 * m.gain[0]:+.1f} points "
             f"[{100 * m.gain[1]:+.1f}, {100 * m.gain[2]:+.1f}]. Of {m.decisive} reflections between critiques "
             f"that disagree, {ci(m.picks_right)} pick the right one and {ci(m.same_pick)} pick the same one "
-            f"with the critiques exchanged. A healthy stage 2 chooses Critique 1 about half the time "
-            f"(the last column below).")
+            f"with the critiques exchanged. Between critiques that disagree, an unbiased stage 2 chooses Critique 1 "
+            f"about half the time (the last column below; between critiques that agree either choice is right).")
 
 
 def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -325,9 +325,10 @@ def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, 
         "first-position win rate": _pct(s.first_position_win_rate),
         "reflection parse rate": _pct(s.reflection_parse_rate),
         "stage 2 chose Critique 1 [95 % CI]": _share(s.first_critique_rate),
+        "... where the critiques disagree": _share(s.decisive_first_rate),
     } for s in report.subsets], columns=["subset", "pairs", "both-orders accuracy", "flip rate",
                                          "first-position win rate", "reflection parse rate",
-                                         "stage 2 chose Critique 1 [95 % CI]"])
+                                         "stage 2 chose Critique 1 [95 % CI]", "... where the critiques disagree"])
     chart = pd.DataFrame([
         {"bar": f"{s.subset}: {name}", "metric": name, "value": value}
         for s in report.subsets

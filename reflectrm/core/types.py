@@ -368,6 +368,18 @@ class Judgment:
         chosen = [r.choice for r in self.reflections if r.choice is not None]
         return sum(1 for c in chosen if c == 1), len(chosen)
 
+    @property
+    def decisive_first_chosen(self) -> tuple[int, int]:
+        """`reflections_first_chosen` over the reflections whose two critiques reach different verdicts (both
+        parsed): where the choice decides something. Between critiques that agree either choice is right, and a
+        judge's habit there (Critique 1 on a tie) is no bias; here an unbiased stage 2 chooses the first half
+        the time."""
+        verdicts = {r.index: r.prediction for r in self.rollouts if not r.greedy and r.prediction is not None}
+        chosen = [r.choice for r in self.reflections if r.choice is not None
+                  and verdicts.get(r.order[0]) is not None and verdicts.get(r.order[1]) is not None
+                  and verdicts[r.order[0]] != verdicts[r.order[1]]]
+        return sum(1 for c in chosen if c == 1), len(chosen)
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         d["pair"] = self.pair.to_dict()

@@ -278,6 +278,7 @@ def test_the_audit_table_shows_stage_2_position_bias() -> None:
     row = table.iloc[-1]
     assert row["reflection parse rate"] == "90.0%"
     assert row["stage 2 chose Critique 1 [95 % CI]"] == "88.9% [56.5, 98.0]"
+    assert row["... where the critiques disagree"] == "88.9% [56.5, 98.0]"  # every critique here disagrees
 
 
 def test_a_loss_of_float_noise_plots_as_zero() -> None:

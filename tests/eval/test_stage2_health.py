@@ -125,6 +125,37 @@ def test_an_audit_batch_counts_stage_2_position_bias_per_subset():
     assert every.reflection_parse_rate == pytest.approx(0.9)
 
 
+def _with_predictions(j: Judgment, predictions: list[int | None]) -> Judgment:
+    """`j` with its rollouts' predictions replaced (None: the sample did not parse)."""
+    rollouts = tuple(Rollout(index=r.index, text="t", analysis="a", prediction=p,
+                             status=ParseStatus.OK if p else ParseStatus.INVALID_RESULT, confidence=r.confidence,
+                             num_tokens=3) for r, p in zip(j.rollouts, predictions))
+    return Judgment(pair=j.pair, strategy=j.strategy, rollouts=rollouts, verdict=j.verdict, anchor=j.anchor,
+                    reflections=j.reflections)
+
+
+@pytest.mark.parametrize("predictions, choices, want", [
+    pytest.param([1, 2, 2, 2], [1, 1, 2], (2, 3), id="every-critique-disagrees-with-the-anchor"),
+    pytest.param([1, 1, 1, 1], [1, 1, 1], (0, 0), id="all-agree: ties are no bias"),
+    pytest.param([1, 1, 2, 1], [1, 1, 1], (1, 1), id="one-decisive"),
+    pytest.param([1, 2, None, 2], [1, 1, 2], (1, 2), id="an-unparsed-critique-is-not-decisive"),
+    pytest.param([1, 2, 2, 2], [None, 1, None], (1, 1), id="an-unparsed-reflection-is-not-counted"),
+    pytest.param([None, 2, 2, 2], [1, 2, 2], (0, 0), id="no-anchor-verdict"),
+])
+def test_the_decisive_first_choice_counts_only_reflections_between_critiques_that_disagree(predictions, choices, want):
+    j = _with_predictions(judgment(choices), predictions)
+    assert j.decisive_first_chosen == want
+
+
+def test_an_audit_batch_tells_ties_from_a_bias_where_critiques_disagree():
+    ties = _with_predictions(judgment([1, 1, 1, 1, 1, 1]), [1] * 7)  # all agree and choose Critique 1
+    split = _with_predictions(judgment([1, 2, 1, 2]), [1, 2, 2, 2, 2])  # disagree: 2 of 4 first
+    every = audit_stats([(ties, split)])[-1]
+    assert every.first_critique_rate[0] == pytest.approx(8 / 10)  # looks biased, counting ties
+    assert (every.decisive_first, every.decisive) == (2, 4) and every.decisive_first_rate[0] == 0.5
+    assert audit_stats([(ties, ties)])[-1].decisive_first_rate is None
+
+
 def test_the_service_metrics_count_reflection_parse_failures():
     counters: Counter[str] = Counter()
     count_judgments(counters, [COLLAPSED, BIASED])
