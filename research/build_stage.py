@@ -57,7 +57,9 @@ def main() -> int:
     commit = commit_of_code()
     argv = ["--out", str(a.out), *(["--init", str(a.init)] if a.init else []), *a.args]
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", a.module, *argv], cwd=ROOT, check=True)
+    done = subprocess.run([sys.executable, "-m", a.module, *argv], cwd=ROOT)
+    if done.returncode != 0:  # the build tool said why (its own one line) above; no record for a stage not built
+        raise SystemExit(f"build_stage: {a.module} exited {done.returncode}: no record written for {a.out}")
     seconds = round(time.perf_counter() - started, 1)
     m = machine()
     record = {

@@ -31,24 +31,32 @@ def cpu_has_bf16() -> bool:
 
     Without either, bf16 matrix products are emulated, many times slower than fp32 (training steps under
     bf16 autocast included)."""
+    info = _cpuinfo()
+    return info is not None and (_has_flag(info, "amx_bf16") or _has_flag(info, "avx512_bf16"))
+
+
+def _cpuinfo() -> str | None:
+    """/proc/cpuinfo's text (None where there is none: not Linux)."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
+        return None
+
+
+def _has_flag(info: str, flag: str) -> bool:
+    return re.search(rf"\b{flag}\b", info) is not None
 
 
 def cpu_kind() -> str:
     """This CPU as a build record names it: its model and how it multiplies bf16, e.g. "AMD EPYC, AVX512-BF16
     without AMX" (bf16 autocast's bits follow the kernels the CPU has, so a replay record needs it)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    info = _cpuinfo()
+    if info is None:
         return "unknown CPU (no /proc/cpuinfo)"
     model = re.search(r"^model name\s*:\s*(.+)$", info, flags=re.M)
-    amx, avx = (bool(re.search(rf"\b{flag}\b", info)) for flag in ("amx_bf16", "avx512_bf16"))
+    amx, avx = _has_flag(info, "amx_bf16"), _has_flag(info, "avx512_bf16")
     bf16 = ("AMX and AVX512-BF16" if amx and avx else "AMX" if amx else "AVX512-BF16 without AMX" if avx
-            else "no bf16 support (AVX2 at most)" if re.search(r"\bavx2\b", info) else "no bf16 support")
+            else "no bf16 support (AVX2 at most)" if _has_flag(info, "avx2") else "no bf16 support")
     return f"{model.group(1).strip() if model else 'unknown model'}, {bf16}"
 
 

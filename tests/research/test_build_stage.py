@@ -56,3 +56,13 @@ def test_a_tiny_stage_writes_its_weights_and_a_record_that_matches_them(build_st
     with pytest.raises(SystemExit):  # a stage is written once
         build_stage.main()
     assert "exists" in capsys.readouterr().err
+
+
+def test_a_build_the_tool_refuses_is_one_line_and_leaves_no_record(build_stage, tmp_path, monkeypatch):
+    monkeypatch.setattr(build_stage, "commit_of_code", lambda: "f" * 40)
+    out = tmp_path / "stage2"
+    monkeypatch.setattr(sys, "argv", ["build_stage.py", "--out", str(out), "--init", str(tmp_path / "missing"),
+                                      "--", "--steps", "1"])
+    with pytest.raises(SystemExit, match=r"exited 2: no record written"):
+        build_stage.main()
+    assert not (out / "record.json").exists()

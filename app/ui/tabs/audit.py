@@ -82,10 +82,10 @@ def build(wb: Workbench, tab: Any) -> AuditView:
 
     refresh.click(lambda current: source_choices(services, current=current or ""), source, source,
                   api_visibility="private")
-    tab.select(lambda current: source_choices(services, current=current or ""), source, source,
-               api_visibility="private")
-    tab.select(lambda: views.measured_stage2_text(services.measured_stage2()), None, measured,
-               api_visibility="private")  # the active judge may have changed (Train's "make active")
+    # on opening the tab: the data sets, and the active judge's card (Train's "make active" may have changed it)
+    tab.select(lambda current: (source_choices(services, current=current or ""),
+                                views.measured_stage2_text(services.measured_stage2())),
+               source, [source, measured], api_visibility="private")
     event = run.click(batch, [source, sample, seed], results, api_visibility="private", concurrency_limit=2,
                       show_progress_on=status)  # one progress display, not one over each output
     stop.click(stop_batch, None, results, cancels=[event], queue=False, api_visibility="private")
