@@ -56,7 +56,7 @@ from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR, Domain, domain_of, read_card, steps, tasks  # noqa: E402
 from reflectrm.demo.domains import ARITHMETIC, RUNNING_SUMS  # noqa: E402
-from reflectrm.demo.steps_build import trained_problems  # noqa: E402
+from reflectrm.demo.heldout import trained_problems  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
 from reflectrm.training.cli import parse_mix  # noqa: E402
