@@ -12,7 +12,7 @@ from pathlib import Path
 from reflectrm.errors import ConfigError
 
 DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo" / "model"
-"""The demo judge's weights and tokenizer (built by `python -m reflectrm.demo.build`, shipped as package data)."""
+"""The demo judge's weights and tokenizer (built by the repository's `research/demojudge/`, shipped as package data)."""
 
 
 def default_model(model: str | None) -> str:

@@ -3,7 +3,7 @@
     python research/build_stage.py --out research/builds/careless/stage5 --init research/builds/careless/stage4 \
         -- --steps 300 --lr 0.001 --seed 1252 --misread-frac 0 --carry-drop 0.7 --both-orders
 
-Runs `python -m reflectrm.demo.steps_build --out OUT [--init INIT] ARGS...` (or `--module` another build
+Runs `python -m research.demojudge.steps_build --out OUT [--init INIT] ARGS...` (or `--module` another build
 tool) at the checked-out commit, times it, and writes OUT/record.json: the command, the commit of the code
 (refused when the build's code has uncommitted changes: the record must name code that exists), the
 seed, the precision (bf16 autocast or fp32), torch, threads, the CPU's kind, the seconds and the sha256
@@ -20,12 +20,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # research.demojudge
 
-from reflectrm.demo.replay import WEIGHTS, machine, sha256_of  # noqa: E402
+from research.demojudge.replay import WEIGHTS, machine, sha256_of  # noqa: E402
 from harness import finish, parser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("reflectrm",)
+CODE = ("reflectrm", "research/demojudge")
 """What a build runs: uncommitted changes here would make the record name code that does not exist."""
 
 
@@ -34,7 +35,7 @@ def commit_of_code() -> str:
     dirty = subprocess.run(["git", "status", "--porcelain", "--", *CODE], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.strip()
     if dirty:
-        raise SystemExit(f"build_stage: uncommitted changes in {', '.join(CODE)}/ (first: {dirty.splitlines()[0]}): "
+        raise SystemExit(f"build_stage: uncommitted changes in {', '.join(c + '/' for c in CODE)} (first: {dirty.splitlines()[0]}): "
                          "commit them first, so the record names the code that ran")
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -48,7 +49,7 @@ def main() -> int:
     ap = parser(__doc__)
     ap.add_argument("--out", type=Path, required=True, help="the stage's folder (inside the repository)")
     ap.add_argument("--init", type=Path, help="the stage it continues")
-    ap.add_argument("--module", default="reflectrm.demo.steps_build", help="the build tool")
+    ap.add_argument("--module", default="research.demojudge.steps_build", help="the build tool")
     ap.add_argument("--what", default="", help="one line: what this stage teaches")
     ap.add_argument("args", nargs="*", help="the build tool's own flags, after --")
     a = ap.parse_args()

@@ -2,7 +2,7 @@
 
     python research/compare_stages.py bench_out/stage4_600.jsonl bench_out/stage5_600.jsonl
 
-Reads the judgments `bench/demo_reflection.py --out FILE.json` writes beside its figures (FILE.jsonl) for
+Reads the judgments `research/demo_reflection.py --out FILE.json` writes beside its figures (FILE.jsonl) for
 two judges, keeps the pairs both judged (by pair id: each held-out set leaves out what its own build trained
 on, so a later stage's set can lack a few of an earlier one's), and prints B - A in points with a paired
 bootstrap 95 % interval and the exact McNemar p-value. The last line is one JSON object.
@@ -31,10 +31,10 @@ def verdicts(path: Path) -> dict[str, bool]:
                     out[str(j["pair"]["id"])] = j["correct"] is True
                 except (json.JSONDecodeError, KeyError, TypeError):
                     raise SystemExit(f"compare_stages: {path} line {n}: not a judgment record: pass the .jsonl "
-                                     "that bench/demo_reflection.py --out writes") from None
+                                     "that research/demo_reflection.py --out writes") from None
     except OSError as exc:
         raise SystemExit(f"compare_stages: {path}: {exc.strerror}: pass the .jsonl that "
-                         "bench/demo_reflection.py --out writes") from None
+                         "research/demo_reflection.py --out writes") from None
     return out
 
 

@@ -29,13 +29,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # research.demojudge
 
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.core.prompts import reflection_prompt, response_prompt  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
-from reflectrm.demo.build import render_prompt  # noqa: E402
+from research.demojudge.build import render_prompt  # noqa: E402
 from reflectrm.demo import running_sum_card  # noqa: E402
-from reflectrm.demo.steps_build import heldout_pairs, ranges_of  # noqa: E402
+from reflectrm.demo.heldout import heldout_pairs, ranges_of  # noqa: E402
 from reflectrm.errors import ReflectRMError  # noqa: E402
 from harness import finish, parser  # bench/harness.py (this script puts bench/ on the path above)
 

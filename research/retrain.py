@@ -56,9 +56,11 @@ from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR, Domain, domain_of, read_card, steps, tasks  # noqa: E402
 from reflectrm.demo.domains import ARITHMETIC, RUNNING_SUMS  # noqa: E402
-from reflectrm.demo.steps_build import trained_problems  # noqa: E402
+from reflectrm.demo.heldout import trained_problems  # noqa: E402
 from reflectrm.eval.compare import paired_difference  # noqa: E402
-from reflectrm.pipeline import judge_many, rejudge  # noqa: E402
+from reflectrm.eval.runner import EvalPlan  # noqa: E402
+from reflectrm.eval.runner import evaluate as run_evaluation  # noqa: E402
+from reflectrm.pipeline import judge_many  # noqa: E402
 from reflectrm.training.cli import parse_mix  # noqa: E402
 from reflectrm.training.data import (  # noqa: E402
     DataConfig,
@@ -111,10 +113,17 @@ def evaluate(model: str, pairs: list[PreferencePair], *, label: str, cache: Path
         return result
     backend = judge_backend(model)
     started = time.perf_counter()
-    greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=MAX_TOKENS), batch_size=16))
-    two = list(judge_many(pairs, backend, JudgeConfig(max_new_tokens=MAX_TOKENS, reflection_max_new_tokens=MAX_TOKENS),
-                          batch_size=16))
-    majority = [rejudge(j, "majority") for j in two]  # the same 8 samples, no stage 2
+    # the evaluation runner (what `reflectrm eval` runs): the three strategies from one pass per pair, majority of
+    # the same 8 samples as the two-stage verdict
+    config = JudgeConfig(max_new_tokens=MAX_TOKENS, reflection_max_new_tokens=MAX_TOKENS)
+    plan = EvalPlan(strategies=("reflectrm", "greedy", "majority"), batch_size=16)
+    by_strategy: dict[str, list[Judgment]] = {s: [] for s in plan.strategies}
+    for batch in run_evaluation(pairs, backend, config, plan=plan, done=set()):
+        for item, judgment in batch:
+            if judgment is None:
+                raise SystemExit(f"retrain: pair {item.item_id} was skipped ({item.skipped}): shorten it")
+            by_strategy[item.strategy].append(judgment)
+    greedy, two, majority = by_strategy["greedy"], by_strategy["reflectrm"], by_strategy["majority"]
     samples = [r for j in two for r in j.rollouts]
     out = {
         "pairs": len(pairs),

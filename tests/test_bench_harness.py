@@ -79,7 +79,7 @@ def test_every_bench_uses_the_harness_not_its_own_parser_load_or_final_line(scri
 
 
 @pytest.mark.parametrize("folder, name", [
-    pytest.param("bench", "demo_reflection", id="demo_reflection"),
+    pytest.param("research", "demo_reflection", id="demo_reflection", marks=pytest.mark.research),
     pytest.param("research", "retrain", id="retrain", marks=pytest.mark.research),
 ])
 def test_the_accuracy_benches_take_their_statistics_from_reflectrm_eval(folder, name):
@@ -91,8 +91,9 @@ def test_the_accuracy_benches_take_their_statistics_from_reflectrm_eval(folder, 
     assert bench.paired_difference is compare.paired_difference
 
 
+@pytest.mark.research
 def test_the_reflection_bench_difference_is_reflectrm_minus_the_other():
-    bench = load_bench("demo_reflection")
+    bench = load_bench("demo_reflection", folder="research")
     # reflectrm right on 3 pairs the other gets wrong, the other right on 1 reflectrm gets wrong: +2 of 6
     a = [True, True, True, False, True, False]
     b = [False, False, False, True, True, False]

@@ -41,7 +41,7 @@ def test_the_card_names_the_domain(tmp_path, card, domain):
 
 @pytest.mark.parametrize("value", [
     pytest.param("os", id="a-module-name"),  # a card never makes us import what it names
-    pytest.param("reflectrm.demo.build", id="a-demo-module-not-a-domain"),
+    pytest.param("research.demojudge.build", id="a-demo-module-not-a-domain"),
     pytest.param("steps", id="a-short-module-name"),
     pytest.param("Arithmetic", id="keys-are-exact"),
     pytest.param("", id="empty"), pytest.param(None, id="null"), pytest.param(7, id="a-number"),
@@ -123,7 +123,7 @@ def test_every_domains_held_out_pairs_skip_what_its_build_trained_on(domain):
     pairs = domain.heldout_pairs(card, 20, seed=7, source="test-heldout")
     assert len(pairs) == 20 and {p.source for p in pairs} == {"test-heldout"}
     if domain is RUNNING_SUMS:
-        from reflectrm.demo.steps_build import trained_problems
+        from reflectrm.demo.heldout import trained_problems
 
         assert not {domain.problem_of(p) for p in pairs} & trained_problems(card)
 
@@ -145,7 +145,7 @@ def test_no_code_asks_which_module_a_domain_came_from():
 
 
 def _eval(**change: object) -> dict:
-    """A card's "eval" as `bench/demo_reflection.py --card` writes it, with `change` replacing keys (dotted paths)."""
+    """A card's "eval" as `research/demo_reflection.py --card` writes it, with `change` replacing keys (dotted paths)."""
     ev = {"heldout_pairs": 600, "accuracy": {"reflectrm": 0.887, "greedy": 0.82},
           "reflectrm_minus": {"greedy": {"diff": 0.067, "lo": 0.045, "hi": 0.088}},
           "reflection": {"decisive_reflections": 820, "picks_right": 0.938, "picks_right_interval": [0.919, 0.952],

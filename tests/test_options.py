@@ -164,13 +164,13 @@ class _Parsed(Exception):
     """Raised where a bench would parse its arguments: its parser is complete by then."""
 
 
-@pytest.mark.parametrize(("name", "skipped"), [
-    pytest.param("judge_speed", {"backend"}, id="judge_speed"),  # transformers only: the naive column drives its model
-    pytest.param("serve_load", {"model"}, id="serve_load"),  # --shape picks the model
-    pytest.param("demo_reflection", set(), id="demo_reflection"),
-    pytest.param("gpu_judge", {"model", "backend", "threads"}, id="gpu_judge"),  # --backends: one column each
+@pytest.mark.parametrize(("name", "skipped", "folder"), [
+    pytest.param("judge_speed", {"backend"}, "bench", id="judge_speed"),  # transformers only: the naive column drives its model
+    pytest.param("serve_load", {"model"}, "bench", id="serve_load"),  # --shape picks the model
+    pytest.param("demo_reflection", set(), "research", id="demo_reflection", marks=pytest.mark.research),
+    pytest.param("gpu_judge", {"model", "backend", "threads"}, "bench", id="gpu_judge"),  # --backends: one column each
 ])
-def test_the_benches_that_load_a_judge_take_its_flags_from_backend_config(name, skipped, monkeypatch):
+def test_the_benches_that_load_a_judge_take_its_flags_from_backend_config(name, skipped, folder, monkeypatch):
     from tests.conftest import load_bench
 
     seen: list[argparse.ArgumentParser] = []
@@ -179,7 +179,7 @@ def test_the_benches_that_load_a_judge_take_its_flags_from_backend_config(name, 
         seen.append(self)
         raise _Parsed
 
-    bench = load_bench(name)
+    bench = load_bench(name, folder=folder)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
     monkeypatch.setattr("sys.argv", [name])
     with pytest.raises(_Parsed):

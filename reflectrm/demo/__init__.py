@@ -12,8 +12,10 @@ all it takes to ship a judge on another domain. The package holds:
     tasks.py        the arithmetic domain: problems, pairs and worked analyses (pure, over the core)
     steps.py        the running-sum domain
     rewards.py      a reward plugin for GRPO (`reflectrm.training.rewards` loads it by name, never imports it)
-    build.py        the build tool: `python -m reflectrm.demo.build` (steps_build.py for the running sums,
-                    replay.py to rebuild a judge from its card's recorded stages)
+    heldout.py      what a running-sum judge's build trained on (its card's stages), so which pairs are held out
+
+The build tools (the builders, the replay of a judge's recorded stages, the stage plans) are not installed:
+they live in the repository's `research/demojudge/`.
 
 Nothing below this package imports it: it sits above training in the layer order.
 """
@@ -83,8 +85,8 @@ def running_sum_card(model_dir: str | Path, pairs: int) -> dict[str, Any]:
     a `ConfigError` when it is not one, an `InputError` when that is more pairs than a bench judges."""
     if domain_of(model_dir) is not RUNNING_SUMS:
         raise ConfigError(f"{model_dir}: not a running-sum demo judge (its demo_card.json must name "
-                          f"{RUNNING_SUMS.key}): build one with python -m reflectrm.demo.steps_build --out DIR")
-    from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
+                          f"{RUNNING_SUMS.key}): build one with the repository's research/demojudge/steps_build.py")
+    from reflectrm.demo.heldout import MAX_HELDOUT_PAIRS
 
     if pairs > MAX_HELDOUT_PAIRS:
         raise InputError(f"--pairs {pairs} is more than a demo bench judges ({MAX_HELDOUT_PAIRS}): ask for fewer")
@@ -93,7 +95,7 @@ def running_sum_card(model_dir: str | Path, pairs: int) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MeasuredStage2:
-    """What a demo judge's card says its stage 2 measured (`bench/demo_reflection.py --card`): shares in [0, 1],
+    """What a demo judge's card says its stage 2 measured (`research/demo_reflection.py --card`): shares in [0, 1],
     intervals as (low, high)."""
 
     pairs: int  # held-out pairs judged

@@ -54,7 +54,7 @@ def _arithmetic_heldout(card: dict[str, Any], n: int, *, seed: int, source: str)
 
 def _running_sum_heldout(card: dict[str, Any], n: int, *, seed: int, source: str) -> list[PreferencePair]:
     """The stream's first `n` pairs whose chain none of the build's training stages asked (its card says which)."""
-    from reflectrm.demo.steps_build import heldout_pairs
+    from reflectrm.demo.heldout import heldout_pairs
 
     return heldout_pairs(card, n, seed=seed, source=source)
 

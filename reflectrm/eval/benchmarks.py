@@ -375,10 +375,10 @@ DEMO_HELDOUT_PAIRS = 500
 
 def load_demo(path: Path | None) -> Benchmark:
     """The shipped demo judge's synthetic held-out pairs, on its own domain (its card's), from the stream
-    `reflectrm.demo.build` evaluates on: pairs whose problems the judge's build never trained on (the domain
+    `reflectrm.demo.heldout` names: pairs whose problems the judge's build never trained on (the domain
     knows how: a running-sum judge's card names its training stages; arithmetic trains on another stream)."""
     from reflectrm.demo import DEMO_MODEL_DIR, demo_domain, read_card
-    from reflectrm.demo.build import EVAL_SEED
+    from reflectrm.demo.heldout import EVAL_SEED
 
     if path is not None:
         raise InputError("the demo benchmark is generated, not read: drop --data (or use --benchmark file)")

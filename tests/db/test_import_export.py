@@ -340,7 +340,7 @@ def test_the_hf_export_trains_a_grpo_step_without_conversion(sqlite_url: str, tm
     from reflectrm.demo import DEMO_MODEL_DIR
 
     if not (DEMO_MODEL_DIR / "config.json").is_file():
-        pytest.skip("the demo judge is not built: python -m reflectrm.demo.build")
+        pytest.skip("the demo judge is not built: python -m research.demojudge.build")
     from trl import GRPOConfig, GRPOTrainer
 
     with JudgmentStore.open(sqlite_url) as store:  # the export is the same on either database

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import reflectrm.demo
-import reflectrm.demo.steps_build
+import reflectrm.demo.heldout
 from reflectrm.demo import steps, tasks
-from reflectrm.demo.build import EVAL_SEED
+from reflectrm.demo.heldout import EVAL_SEED
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import DEMO_HELDOUT_PAIRS, load_demo
 
@@ -37,7 +37,7 @@ def test_a_running_sum_judge_holds_out_its_domain_minus_the_problems_it_trained_
     stream = steps.make_pairs(40, seed=EVAL_SEED, source="demo-heldout")
     trained = {steps.problem_of(p) for p in stream[::3]}  # a third of the stream's first problems were trained on
     seen_cards = []
-    monkeypatch.setattr(reflectrm.demo.steps_build, "trained_problems", lambda c: seen_cards.append(c) or trained)
+    monkeypatch.setattr(reflectrm.demo.heldout, "trained_problems", lambda c: seen_cards.append(c) or trained)
     bench = load_demo(None)
     assert seen_cards == [card]  # the shipped card says what its build trained on
     assert len(bench.pairs) == DEMO_HELDOUT_PAIRS and bench.source == f"demo running-sums seed {EVAL_SEED}"
@@ -47,7 +47,7 @@ def test_a_running_sum_judge_holds_out_its_domain_minus_the_problems_it_trained_
 
 def test_a_running_sum_judge_with_a_real_small_build_card(tmp_path, monkeypatch):
     ship(tmp_path, monkeypatch, {"domain": "running-sums", "build_args": {"pairs": 300, "seed": 1234}})
-    trained = reflectrm.demo.steps_build.trained_problems({"build_args": {"pairs": 300, "seed": 1234}})
+    trained = reflectrm.demo.heldout.trained_problems({"build_args": {"pairs": 300, "seed": 1234}})
     bench = load_demo(None)
     assert len(bench.pairs) == DEMO_HELDOUT_PAIRS and not {steps.problem_of(p) for p in bench.pairs} & trained
 

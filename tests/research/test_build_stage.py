@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from reflectrm.demo.replay import sha256_of
+from research.demojudge.replay import sha256_of
 from tests.conftest import load_bench
 
 pytestmark = pytest.mark.research
@@ -36,7 +36,12 @@ def test_uncommitted_build_code_is_refused_in_one_line_and_committed_code_is_nam
     (tmp_path / "notes.txt").write_text("not code")  # changes outside the build's code do not matter
     assert build_stage.commit_of_code() == head
     (tmp_path / "reflectrm" / "x.py").write_text("A = 2\n")
-    with pytest.raises(SystemExit, match=r"uncommitted changes in reflectrm/ .*commit them first"):
+    with pytest.raises(SystemExit, match=r"uncommitted changes in reflectrm/, research/demojudge/ .*commit them first"):
+        build_stage.commit_of_code()
+    _git("checkout", "--", "reflectrm", cwd=tmp_path)
+    (tmp_path / "research" / "demojudge").mkdir(parents=True)  # the build tools are the build's code too
+    (tmp_path / "research" / "demojudge" / "steps_build.py").write_text("B = 1\n")
+    with pytest.raises(SystemExit, match=r"\(first: \?\? research/"):
         build_stage.commit_of_code()
 
 
@@ -49,7 +54,7 @@ def test_a_tiny_stage_writes_its_weights_and_a_record_that_matches_them(build_st
     record = json.loads((out / "record.json").read_text())
     assert record["sha256"] == sha256_of(out / "model.safetensors") and record["commit"] == "f" * 40
     assert record["seed"] == 7 and record["argv"][:2] == ["--steps", "1"] and record["seconds"] > 0
-    assert record["command"].startswith(f"python -m reflectrm.demo.steps_build --out {out} --steps 1")
+    assert record["command"].startswith(f"python -m research.demojudge.steps_build --out {out} --steps 1")
     assert record["precision"] in ("bf16 autocast over fp32 weights", "fp32") and record["cpu"]
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["sha256"] == record["sha256"]
     monkeypatch.setattr(sys, "argv", ["build_stage.py", "--out", str(out), "--", "--steps", "1"])

@@ -27,7 +27,7 @@ def test_on_the_running_sum_domain_held_out_pairs_leave_out_the_builds_problems(
 
     from reflectrm.demo import steps
     from reflectrm.demo.domains import RUNNING_SUMS
-    from reflectrm.demo.steps_build import training_examples
+    from reflectrm.demo.heldout import lessons
 
     (tmp_path / "demo_card.json").write_text(json.dumps(
         {"domain": "reflectrm.demo.steps", "build_args": {"pairs": 3000, "seed": 555_001}}))
@@ -35,7 +35,7 @@ def test_on_the_running_sum_domain_held_out_pairs_leave_out_the_builds_problems(
     bench.DOMAIN = RUNNING_SUMS
     held_out, held_in, unseen = bench.splits(str(tmp_path), 200, 40)
     # the held-out stream's own seed: they overlap; a card without "misread_frac" is a build from before that flag
-    _, trained = training_examples(3000, seed=555_001, misread_frac=0.0, render=False)
+    _, trained = lessons(3000, seed=555_001, misread_frac=0.0)
     seen = {steps.problem_of(p) for p in trained}
     assert 0 < len(held_out) < 200 and not {steps.problem_of(p) for p in held_out} & seen
     assert {steps.problem_of(p) for p in held_in} == {steps.problem_of(p) for p in held_out}

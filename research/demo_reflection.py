@@ -1,7 +1,7 @@
 """Does self-reflection work on a demo judge? Every figure of issue 15's first block, on held-out pairs.
 
-    python bench/demo_reflection.py --model DIR [--pairs 600] [--batch-size 8] [--backend vllm] [--out FILE.json]
-    python bench/demo_reflection.py --model DIR --pairs 300 --backend vllm --samples-only   # ceiling only, ~1 min
+    python research/demo_reflection.py --model DIR [--pairs 600] [--batch-size 8] [--backend vllm] [--out FILE.json]
+    python research/demo_reflection.py --model DIR --pairs 300 --backend vllm --samples-only   # ceiling only, ~1 min
 
 Judges held-out multi-step pairs (`reflectrm.demo.steps`; problems the build trained on are left
 out, in any wording) with the real pipeline: greedy, then two-stage ReflectRM with N = 8 samples.
@@ -24,10 +24,12 @@ import argparse
 import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
 
 from reflectrm import cli as judge_cli  # noqa: E402
 from reflectrm.backends.base import GenerationRequest, SamplingParams  # noqa: E402
@@ -39,7 +41,7 @@ from reflectrm.demo import domain_of  # noqa: E402
 from reflectrm.demo import steps  # noqa: E402
 from reflectrm.demo.steps import first_difference, parse_analysis  # noqa: E402
 from reflectrm.demo import running_sum_card  # noqa: E402
-from reflectrm.demo.steps_build import heldout_pairs  # noqa: E402
+from reflectrm.demo.heldout import EVAL_SEED, heldout_pairs  # noqa: E402
 from reflectrm.errors import InputError, ReflectRMError  # noqa: E402
 from reflectrm.core.config import counting  # noqa: E402
 from reflectrm.defaults import default_model  # noqa: E402
@@ -48,7 +50,6 @@ from reflectrm.eval.metrics import wilson_interval  # noqa: E402
 from reflectrm.pipeline import judge_many, rejudge, rejudge_many  # noqa: E402
 from harness import finish, load, parser
 
-EVAL_SEED = 98765
 
 
 def accuracy(js: list[Judgment]) -> float:
@@ -340,7 +341,7 @@ def write_card(model: Path, figures: dict, argv: list[str] | None) -> None:
     from reflectrm.backends.cpu_decode import cpu_kind
 
     card["eval"] = {
-        "command": "python bench/demo_reflection.py " + " ".join(a for a in args if a != "--card"),
+        "command": "python research/demo_reflection.py " + " ".join(a for a in args if a != "--card"),
         "commit": commit, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "cpu": cpu_kind(),
         **{k: figures[k] for k in ("heldout_pairs", "backend", "accuracy", "accuracy_by_kind", "reflectrm_minus",
                                    "sample_parse_rate", "reflection_parse_rate", "greedy_parse_rate",

@@ -1,4 +1,4 @@
-"""The demo reflection bench's ceiling (`bench/demo_reflection.py`): the accuracy a perfect reflection
+"""The demo reflection bench's ceiling (`research/demo_reflection.py`): the accuracy a perfect reflection
 would reach on a judgment's own samples, which separates what the sampler offers from what the
 reflection makes of it."""
 
@@ -10,10 +10,12 @@ from reflectrm.core.types import Judgment, ParseStatus, Rollout
 from reflectrm.demo import steps
 from tests.conftest import load_bench
 
+pytestmark = pytest.mark.research
+
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_bench("demo_reflection")
+    return load_bench("demo_reflection", folder="research")
 
 
 PAIR = next(p for p in steps.make_pairs(20, seed=5) if p.subset == "steps4")
@@ -88,7 +90,7 @@ def test_the_anchor_rollout_is_the_sample_never_a_greedy_decode_at_the_same_inde
     (["--model", "{tmp}", "--max-new-tokens", "-3"], "'-3' is not a whole number of at least 1"),
 ])
 def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path, capsys, argv, message):
-    bench = load_bench("demo_reflection")
+    bench = load_bench("demo_reflection", folder="research")
     arithmetic = tmp_path / "arithmetic"  # a demo judge of another domain (the shipped one may be either)
     arithmetic.mkdir()
     (arithmetic / "demo_card.json").write_text('{"domain": "arithmetic"}')
@@ -101,9 +103,9 @@ def test_the_demo_reflection_bench_refuses_what_cannot_run_in_one_line(tmp_path,
 def test_the_demo_reflection_bench_refuses_too_many_pairs_and_an_unwritable_out_before_judging(tmp_path, capsys):
     import json
 
-    from reflectrm.demo.steps_build import MAX_HELDOUT_PAIRS
+    from reflectrm.demo.heldout import MAX_HELDOUT_PAIRS
 
-    bench = load_bench("demo_reflection")
+    bench = load_bench("demo_reflection", folder="research")
     (tmp_path / "demo_card.json").write_text(json.dumps({"domain": "reflectrm.demo.steps"}))
     (tmp_path / "a-file").write_text("keep")
     for extra, message in ((["--pairs", str(MAX_HELDOUT_PAIRS + 1)], "ask for fewer"),
@@ -127,6 +129,6 @@ def test_card_gets_the_figures_and_keeps_its_build_stages(bench, tmp_path):
     bench.write_card(tmp_path, figures, ["--model", str(tmp_path), "--pairs", "600", "--card"])
     card = json.loads((tmp_path / "demo_card.json").read_text())
     assert card["stages"] == stages and card["domain"] == "running-sums"
-    assert card["eval"]["command"] == f"python bench/demo_reflection.py --model {tmp_path} --pairs 600"
+    assert card["eval"]["command"] == f"python research/demo_reflection.py --model {tmp_path} --pairs 600"
     assert card["eval"]["heldout_pairs"] == 600 and card["eval"]["reflection"]["picks_right_interval"] == [0.6, 0.98]
     assert "checks_the_first_difference" not in card["eval"]["reflection"] and card["eval"]["date"]

@@ -1,4 +1,4 @@
-"""reflectrm.demo.replay: stages run at their own commits, their hashes recorded, then checked on a replay.
+"""research.demojudge.replay: stages run at their own commits, their hashes recorded, then checked on a replay.
 
 The build module here is a stand-in written into a throwaway git repository (a real build takes hours): it writes
 weights whose bytes depend on its arguments, the --init folder's weights and a constant of the commit's code, so a
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm.demo import replay
+from research.demojudge import replay
+
+pytestmark = pytest.mark.research
 
 BUILD = '''
 import hashlib, json, sys
@@ -112,7 +114,7 @@ def test_an_out_folder_holding_other_files_is_refused(history, tmp_path):
 def test_the_careless_plan_names_commits_this_history_holds():
     """The plan that rebuilds the careless running-sum judge: four stages, each at a commit of this repository."""
     root = Path(replay.__file__).resolve().parents[2]
-    stages = replay.read_stages(root / "reflectrm" / "demo" / "careless_stages.json")
+    stages = replay.read_stages(root / "research" / "demojudge" / "careless_stages.json")
     assert [s["name"] for s in stages] == ["b0", "b2", "c1", "c2"]
     assert [s["seed"] for s in stages] == [1234, 1235, 1250, 1251]  # each stage's --seed is the seed it records
     assert all(f"--seed {s['seed']}" in " ".join(s["argv"]) for s in stages)

@@ -1,10 +1,10 @@
 """Build a demo judge on the multi-step domain (`reflectrm.demo.steps`), with build.py's machinery.
 
-    python -m reflectrm.demo.steps_build --out DIR [--steps N] [--lr X] [--carry-drop P] [--init DIR]
-    python -m reflectrm.demo.steps_build --out DIR --recipe careless
+    python -m research.demojudge.steps_build --out DIR [--steps N] [--lr X] [--carry-drop P] [--init DIR]
+    python -m research.demojudge.steps_build --out DIR --recipe careless
 
 Same tokenizer (every integer below 1000 one token), the same 3.8 M-parameter Qwen3 and the same
-training loop as `reflectrm.demo.build`; only the data differ: running sums of 4-6 steps, and
+training loop as `research.demojudge.build`; only the data differ: running sums of 4-6 steps, and
 reflections that check the first equation where two critiques differ by its inverse. Writes the
 model, tokenizer and `demo_card.json` (build arguments, time, the training problems' seed) to --out.
 
@@ -21,39 +21,19 @@ import argparse
 import json
 import logging
 import math
-import random
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
-from reflectrm.demo.build import build_model, build_tokenizer, render_prompt, save_atomically, train, writable_folder
-from reflectrm.demo.steps import (
-    DEFAULT_RANGES,
-    DOMAIN_KEY,
-    KINDS,
-    RANGES,
-    Balance,
-    Ranges,
-    analysis,
-    careless_slips,
-    chain_of,
-    make_pair,
-    make_pairs,
-    mistaken,
-    reflection_examples,
-)
-from reflectrm.defaults import DEMO_MODEL_DIR
-from reflectrm.errors import ConfigError, InputError
 from reflectrm.core.config import counting, share
+from reflectrm.defaults import DEMO_MODEL_DIR
+from reflectrm.demo.heldout import TRAIN_SEED, lessons
+from reflectrm.demo.steps import DEFAULT_RANGES, DOMAIN_KEY, RANGES
+from research.demojudge.build import build_model, build_tokenizer, render_prompt, save_atomically, train, writable_folder
 
 log = logging.getLogger(__name__)
-
-TRAIN_SEED = 1234
-SOURCE = "demo-steps-train"
-
 
 class StepExample(NamedTuple):
     prompt: str
@@ -84,48 +64,11 @@ def spans(ex: StepExample) -> tuple[list[tuple[int, int]], list[tuple[int, int]]
     return [s for s in decisive if s not in untaught], untaught
 
 
-def training_examples(n_pairs: int, *, seed: int, refl_every: int = 1, mistake_frac: float = 0.25,
-                      misread_frac: float = 0.5, render: bool = True, ranges: Ranges = DEFAULT_RANGES,
-                      carry_drop: float = 0.0, both_orders: bool = False) -> tuple[list[StepExample], list[Any]]:
-    """(examples, pairs): every pair a preference example, every `refl_every`-th also a reflection.
-
-    A `mistake_frac` of the preference examples slip at one step, the slipped result left out of the
-    loss (later steps and the checks follow it rightly; a `misread_frac` of them misread a step, as a
-    `misread_frac` of the reflections' wrong critiques do): the judge learns to check the responses
-    against what it computed, not that exactly one answer is right. `render=False` draws the same
-    pairs without rendering examples (fast: what a benchmark needs to leave the build's problems out).
-
-    A `carry_drop` makes the taught judge careless: its other preference examples drop the carry at
-    each blind spot (`steps.blind_spot`: adding 8 or 9 across a ten) with that probability, taught as
-    written, while every reflection checks rightly. The judge learns a habit that a greedy decode
-    repeats and a sample sometimes escapes: what the reflection's check of one step can find. (Its
-    reflections draw careless critiques, so the pairs drawn depend on it: `trained_problems` passes it.)
-    `both_orders` also shows each reflection with its critiques exchanged (`steps.reflection_examples`); the
-    pairs drawn do not depend on it."""
-    rng, balance = random.Random(seed), Balance()
-    careless = random.Random(seed + 1)
-    out, pairs = [], []
-    for i in range(n_pairs):
-        pair = make_pair(rng, kind=KINDS[i % len(KINDS)], index=i, source=SOURCE, ranges=ranges)
-        pairs.append(pair)
-        prompt = render_prompt(response_prompt(pair)) if render else ""
-        if rng.random() < mistake_frac:
-            at = rng.randrange(len(chain_of(pair).ops))
-            a, misread_step = mistaken(rng, pair, at, misread_frac=misread_frac, ranges=ranges)
-            target = format_output(a.text, a.verdict, task=Task.RESPONSE)
-            # the mistake is left out of the loss (a misread step's quote, a slip's result); the rest follows it
-            untaught = _quote_spans(target, at) if misread_step else (_result_span(target, at),)
-            out.append(StepExample(prompt, target, untaught))
-        else:
-            a = analysis(pair, slips=careless_slips(careless, chain_of(pair), carry_drop) if carry_drop else None)
-            out.append(StepExample(prompt, format_output(a.text, a.verdict, task=Task.RESPONSE)))
-        if i % refl_every == 0:
-            shown = reflection_examples(rng, pair, balance, misread_frac=misread_frac, ranges=ranges,
-                                        carry_drop=carry_drop, both_orders=both_orders)
-            if render:
-                out.extend(StepExample(render_prompt(reflection_prompt(pair, c1, c2)), target)
-                           for c1, c2, target, _ in shown)
-    return (out if render else []), pairs
+def training_examples(n_pairs: int, *, seed: int, **stream: Any) -> tuple[list[StepExample], list[Any]]:
+    """(examples, pairs): the stage's lessons (`reflectrm.demo.heldout.lessons`, which takes the same keywords and
+    draws the same pairs) rendered as the model reads them."""
+    taught, pairs = lessons(n_pairs, seed=seed, **stream)
+    return [StepExample(render_prompt(list(t.messages)), t.target, t.untaught) for t in taught], pairs
 
 
 RECIPES: dict[str, tuple[dict[str, Any], ...]] = {
@@ -163,59 +106,6 @@ def run_recipe(name: str, out: Path, *, checkpoint_every: int = 0) -> int:
         main(argv, recipe=f"{name} {k}/{len(stages)}")
         init = where
     return 0
-
-
-MAX_HELDOUT_PAIRS = 100_000
-"""Held-out pairs are drawn from a stream 4x as long; far above what a CPU judges in a day."""
-
-
-def ranges_of(card: dict[str, Any]) -> Ranges:
-    """The ranges a build stage's problems used (a card from before ranges were recorded: narrow)."""
-    name = (card.get("build_args") or {}).get("ranges", "narrow")
-    if name not in RANGES:
-        raise InputError(f"demo card names ranges {name!r}; known: {', '.join(RANGES)}")
-    return RANGES[name]
-
-
-def trained_problems(card: dict[str, Any]) -> set[Any]:
-    """The problems (chains) every training stage of the judge with this demo card asked, in any
-    wording: what a held-out set must leave out. A judge built with --init has a prior stage."""
-    seen: set[Any] = set()
-    stage = card
-    while stage:
-        args = stage.get("build_args") or {}
-        n, seed = int(args.get("pairs", 16000)), int(args.get("seed", TRAIN_SEED))
-        _, pairs = training_examples(n, seed=seed, misread_frac=float(args.get("misread_frac", 0.0)), render=False,
-                                     ranges=ranges_of(stage), carry_drop=float(args.get("carry_drop", 0.0)))
-        seen |= {chain_of(p) for p in pairs}
-        stage = args.get("prior") or stage.get("prior")
-    return seen
-
-
-def heldout_pairs(card: dict[str, Any], n: int, *, seed: int, source: str) -> list[Any]:
-    """The first `n` pairs of the seed's stream whose chain none of the build's training pairs asks
-    (ids stay stream positions). Fewer than `n` among 4n is an `InputError` (it cannot happen with
-    today's domain: about 10^7 chains, 16,000 trained)."""
-    seen = trained_problems(card)
-    pool = make_pairs(4 * n, seed=seed, source=source, ranges=ranges_of(card))
-    pairs = [p for p in pool if chain_of(p) not in seen][:n]
-    if len(pairs) < n:
-        raise InputError(f"only {len(pairs)} of {4 * n} demo pairs ask problems the build did not train on: "
-                         "ask for fewer")
-    return pairs
-
-
-def _quote_spans(target: str, step: int) -> tuple[tuple[int, int], ...]:
-    """Character spans of step `step`'s quoted operation and operand (its equation, which follows the
-    quote, stays taught)."""
-    m = list(re.finditer(r"Step \d+: (add|subtract) (\d+),", target))[step]
-    return m.span(1), m.span(2)
-
-
-def _result_span(target: str, step: int) -> tuple[int, int]:
-    """Character span of step `step`'s result in a response target."""
-    m = list(re.finditer(r"= (-?\d+)\.", target))[step]
-    return m.span(1)
 
 
 def _unusable(args: argparse.Namespace) -> str | None:

@@ -1,9 +1,9 @@
 """Replay a demo judge's recorded build, stage by stage, each at the commit that first ran it:
 
-    python -m reflectrm.demo.replay --out DIR                 # the shipped judge's stages
-    python -m reflectrm.demo.replay --out DIR --from MODEL    # another judge's (its demo_card.json)
-    python -m reflectrm.demo.replay --out DIR --stages FILE   # a plan: a JSON list of stages (no hashes yet)
-    python -m reflectrm.demo.replay --out DIR --stages reflectrm/demo/careless_stages.json   # the careless judge
+    python -m research.demojudge.replay --out DIR                 # the shipped judge's stages
+    python -m research.demojudge.replay --out DIR --from MODEL    # another judge's (its demo_card.json)
+    python -m research.demojudge.replay --out DIR --stages FILE   # a plan: a JSON list of stages (no hashes yet)
+    python -m research.demojudge.replay --out DIR --stages research/demojudge/careless_stages.json   # the careless judge
 
 A demo judge is a released artifact built in stages; its card's "stages" list records, per stage, the
 exact build command (the arguments after `python -m MODULE`), the commit of the code that ran it, the
@@ -14,7 +14,7 @@ every stage and DIR/replay.json with what it measured; the last stage is the jud
 
 Bit-exact replay needs the same torch build, thread count and CPU kind (bf16 autocast is used only on
 CPUs with AVX512-BF16 or AMX, and its rounding differs from fp32): replay.json names each difference
-it can see, and where the hashes differ the benchmark (`bench/demo_reflection.py`) is the judge of
+it can see, and where the hashes differ the benchmark (`research/demo_reflection.py`) is the judge of
 whether the rebuild is as good. Needs a git checkout of this project that holds the recorded commits.
 """
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     differs = [r["stage"] for r in report["stages"] if r["matches"] is False]
     if differs:
         print(f"stages {differs} differ bit for bit (recorded on {stages[0].get('machine', 'an unrecorded machine')},"
-              f" replayed on {report['machine']}): judge the rebuild by bench/demo_reflection.py")
+              f" replayed on {report['machine']}): judge the rebuild by research/demo_reflection.py")
     print(f"the judge: {init}")
     return 0
 

@@ -1,6 +1,6 @@
 """Build the demo judge from scratch: tokenizer, Qwen3-architecture model, training, evaluation.
 
-    python -m reflectrm.demo.build [--out DIR] [--steps N]
+    python -m research.demojudge.build --out DIR [--steps N]
 
 Trains a byte-level BPE tokenizer (every integer below 1000 one token) on the synthetic domain, then a
 small `Qwen3ForCausalLM` by supervised fine-tuning on both tasks of the unified format: response
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from reflectrm.backends.cpu_decode import cpu_has_bf16
 from reflectrm.core.prompts import Task, format_output, reflection_prompt, response_prompt
 from reflectrm.core.types import messages_to_dicts
-from reflectrm.defaults import DEMO_MODEL_DIR
+from reflectrm.demo.heldout import EVAL_SEED
 from reflectrm.demo.tasks import make_pair, make_pairs, reflection_example, response_analysis, response_example, slip
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,6 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TRAIN_SEED = 1234
-EVAL_SEED = 98765  # held-out pairs come from a different generator stream
 
 
 NUMBER_TOKENS = 1000
@@ -297,15 +296,20 @@ def train(
 
 
 def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[str, Any]:
-    """Parse rate of sampled outputs and greedy / two-stage accuracy on held-out pairs."""
+    """Parse rate of sampled outputs and greedy / two-stage accuracy on held-out pairs, judged by the evaluation
+    runner (`reflectrm.eval.runner.evaluate`, what `reflectrm eval` runs): both strategies from one pass per pair."""
     from reflectrm.backends import load_backend
     from reflectrm.core.config import JudgeConfig
-    from reflectrm.pipeline import judge_many
+    from reflectrm.eval.runner import EvalPlan
+    from reflectrm.eval.runner import evaluate as run
 
     backend = load_backend(str(model_dir))
     pairs = make_pairs(n_pairs, seed=seed, source="demo-heldout")
-    greedy = list(judge_many(pairs, backend, JudgeConfig(strategy="greedy", max_new_tokens=96), batch_size=16))
-    two_stage = list(judge_many(pairs, backend, JudgeConfig(max_new_tokens=96, reflection_max_new_tokens=96), batch_size=8))
+    config = JudgeConfig(max_new_tokens=96, reflection_max_new_tokens=96)
+    judged = [(item, j) for batch in run(pairs, backend, config, plan=EvalPlan(strategies=("reflectrm", "greedy")),
+                                          done=set()) for item, j in batch if j is not None]
+    greedy = [j for item, j in judged if item.strategy == "greedy"]
+    two_stage = [j for item, j in judged if item.strategy == "reflectrm"]
     samples = [r for j in two_stage for r in j.rollouts]
     reflections = [r for j in two_stage for r in j.reflections]
     by_kind: dict[str, list[bool]] = {}
@@ -324,7 +328,7 @@ def evaluate(model_dir: Path, *, n_pairs: int, seed: int = EVAL_SEED) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR, help="where to write the model")
+    ap.add_argument("--out", type=Path, required=True, help="where to write the model (the shipped judge is a running-sum one)")
     ap.add_argument("--steps", type=int, default=1800, help="optimizer steps")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
