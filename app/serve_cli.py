@@ -2,7 +2,8 @@
 
     reflectrm serve --port 8000                                   # the demo judge on transformers
     reflectrm serve --backend vllm --model /models/judge --db sqlite:///rewards.db
-    REFLECTRM_SERVE_TOKEN=secret reflectrm serve --host 0.0.0.0 --backend openai --base-url http://gpu1:8000/v1
+    REFLECTRM_SERVE_TOKEN=$TOKEN reflectrm serve --host 0.0.0.0 --backend openai --base-url http://gpu1:8000/v1
+    (TOKEN: at least 16 characters, e.g. from `python -c "import secrets; print(secrets.token_urlsafe())"`)
 
 It lives in the app shell (not the library) because --db opens the store.
 """
