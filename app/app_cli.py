@@ -42,8 +42,9 @@ def cmd_app(args: argparse.Namespace) -> int:
     for name, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_OFFLINE", "1"),
                         ("HF_HUB_DISABLE_TELEMETRY", "1")):
         os.environ.setdefault(name, value)  # before gradio is imported: no outbound connection at start
-    from reflectrm_app.settings import load_settings
+    from reflectrm_app.settings import check_environment, load_settings
 
+    check_environment()  # a misspelt REFLECTRM_ variable would otherwise be ignored, its default silently used
     settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
                              device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
                              runs_dir=args.runs_dir, engine=engine_options(args) or None,

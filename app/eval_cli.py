@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from reflectrm import cli as judge_cli
@@ -100,9 +101,26 @@ def describe_data(request: Any, bench: Any) -> list[str]:
     return lines
 
 
-def _stop_on_sigterm(stop: threading.Event) -> None:
-    # a kill (SIGTERM) ends the current batch's write cleanly; the same command resumes
-    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), None)[1])
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C (SIGINT) or a kill (SIGTERM) stops after the current batch, whose write ends cleanly, and the report of
+    what was judged is written, saying it is incomplete; a second Ctrl-C stops at once. The same command resumes."""
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        print("\nstopping after the current batch (the report says how far it got); Ctrl-C again to stop now",
+              file=sys.stderr)
+        stop.set()
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, request_stop)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -127,13 +145,13 @@ def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
         print(printable(line), flush=True)
     stop = threading.Event()
-    _stop_on_sigterm(stop)
     with JudgmentStore.open(args.db) as store:
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
         backend = judge_cli.load_judge(args)
         evals = Evaluations(store)
-        run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
-                        progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))
+        with _stop_on_signals(stop):  # from here on a stop leaves a report; before, Ctrl-C ends the command (130)
+            run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
+                            progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))
         print(file=sys.stderr)
         report = evals.report(run.id)
     if args.out:
@@ -141,7 +159,16 @@ def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -
             print(printable(f"wrote {path}"), file=sys.stderr)
     print(markdown(report))  # every text from data in it escaped (`reflectrm.eval.report`)
     print(f"evaluation run {run.id}: {printable(run.status)} ({run.items_done}/{run.items_total} pair-orders)")
-    return 0 if run.status == "completed" else 130
+    if run.status == "completed":
+        return 0
+    print(f"{printable(run.status)} after {run.items_done} of {run.items_total} pair-orders: the report says it is "
+          "incomplete; rerun the same command to go on", file=sys.stderr)
+    return EXIT_STOPPED
+
+
+EXIT_STOPPED = 130
+"""`eval`'s exit status when it was stopped before every pair was judged (as a shell reports a Ctrl-C; `train`'s
+for a cancelled run too): a script never reads an incomplete report as a finished one."""
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

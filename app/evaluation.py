@@ -125,6 +125,7 @@ class Evaluations:
             raise
         stopped = should_stop()
         metrics = self.report(run_id, bench=bench)
+        metrics.pop("incomplete")  # read while the run still says running; `report` tells it from the stored status
         # stored as strict JSON: PostgreSQL's JSON refuses NaN, and so do the app's clients
         self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=json_safe(metrics))
         return self.get(run_id)
@@ -145,7 +146,7 @@ class Evaluations:
         report = build_report(self.items(run_id), benchmark=run.benchmark, scoring=scoring, partial=run.partial,
                               config=run.config, seed=int(run.config.get("seed", 0)))
         report.update(run_id=run_id, model=run.model, model_revision=run.model_revision, status=run.status,
-                      items_total=run.items_total)
+                      items_total=run.items_total, incomplete=incomplete(run))
         return report
 
     def compare(self, run_a: int, run_b: int, *, strategy: str | None = None,
@@ -155,7 +156,8 @@ class Evaluations:
         With `strategy_b`, run A's `strategy` is compared with run B's `strategy_b` (the same run may be
         given twice: "does reflectrm beat majority@15 on the same pairs?").
         """
-        _check_same_pairs(self.get(run_a), self.get(run_b))
+        a, b = self.get(run_a), self.get(run_b)
+        _check_same_pairs(a, b)
         items_a, items_b = self.items(run_a), self.items(run_b)
         if strategy_b is not None:
             if strategy is None:
@@ -164,7 +166,23 @@ class Evaluations:
             items_a = [replace(i, strategy=name) for i in items_a if i.strategy == strategy]
             items_b = [replace(i, strategy=name) for i in items_b if i.strategy == strategy_b]
             strategy = name
-        return compare_items(items_a, items_b, strategy=strategy, run_a=run_a, run_b=run_b)
+        result = compare_items(items_a, items_b, strategy=strategy, run_a=run_a, run_b=run_b)
+        # an unfinished run is compared on the items both judged: said at the top, never passed off as whole
+        result["incomplete"] = {str(r.id): incomplete(r) for r in (a, b) if incomplete(r) is not None}
+        return result
+
+
+UNFINISHED = {"stopped": "stopped by the user (Stop, Ctrl-C or SIGTERM)", "failed": "failed part way",
+              "interrupted": "interrupted (its process ended while it ran)", "running": "still running"}
+"""Why a run's report covers only part of its pairs, by the run's status."""
+
+
+def incomplete(run: EvalRunRecord) -> dict[str, Any] | None:
+    """What a report of an unfinished run must say at its top (the `incomplete` field); None for a completed run."""
+    if run.status == "completed":
+        return None
+    return {"status": run.status, "why": UNFINISHED.get(run.status, run.status), "judged": run.items_done,
+            "total": run.items_total, "unit": "pair-orders"}
 
 
 def pairs_fingerprint(pairs: Sequence[PreferencePair]) -> str:
@@ -310,12 +328,8 @@ class EvaluationService:
 
     def view(self, run_id: int) -> RunView:
         run = self._get(run_id)
-        report = self.evals.report(int(run_id))
-        text = markdown(report)
-        if run.status != "completed":  # the figures of what was judged so far: never shown as a finished run's
-            text = (f"**Unfinished run ({run.status}): {run.items_done} of {run.items_total} pair-orders judged.** "
-                    f"These figures cover only those.\n\n{text}")
-        return RunView(run_id=int(run_id), markdown=text, plot_svg=svg_plot(report))
+        report = self.evals.report(int(run.id))  # an unfinished run's report says so at its top (`incomplete`)
+        return RunView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
 
     def compare(self, run_a: int, run_b: int) -> str:
         self._get(run_a), self._get(run_b)

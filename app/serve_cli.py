@@ -2,7 +2,8 @@
 
     reflectrm serve --port 8000                                   # the demo judge on transformers
     reflectrm serve --backend vllm --model /models/judge --db sqlite:///rewards.db
-    REFLECTRM_SERVE_TOKEN=secret reflectrm serve --host 0.0.0.0 --backend openai --base-url http://gpu1:8000/v1
+    REFLECTRM_SERVE_TOKEN=$TOKEN reflectrm serve --host 0.0.0.0 --backend openai --base-url http://gpu1:8000/v1
+    (TOKEN: at least 16 characters, e.g. from `python -c "import secrets; print(secrets.token_urlsafe())"`)
 
 It lives in the app shell (not the library) because --db opens the store.
 """
@@ -23,6 +24,8 @@ from reflectrm.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+DEFAULT_TOKEN_ENV = "REFLECTRM_SERVE_TOKEN"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `serve` to the `reflectrm` parser."""
@@ -31,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--db", help="store every served judgment in this database URL (shown in the app's History)")
-    p.add_argument("--token-env", default="REFLECTRM_SERVE_TOKEN",
-                   help="env var holding the bearer token POSTs must carry (unset: no token)")
+    p.add_argument("--token-env", default=DEFAULT_TOKEN_ENV,
+                   help=f"env var holding the bearer token POSTs must carry (at least 16 characters; "
+                        f"{DEFAULT_TOKEN_ENV} unset: no token)")
     p.add_argument("--opponents", type=int, help="each completion against this many random others (default: all)")
     p.add_argument("--one-order", action="store_true", help="judge each pair in one order only (halves the cost; "
                                                              "position bias no longer cancels)")
@@ -49,6 +53,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+def serve_token(env: str) -> str | None:
+    """The bearer token from the environment variable `env` (None: unset, the service is open); checked at start-up.
+
+    Refused in one line: a blank or malformed token, `--token-env` naming an unset variable, and a `REFLECTRM_`
+    variable no setting reads (`REFLECTRM_TOKEN` for `REFLECTRM_SERVE_TOKEN` would leave the service open)."""
+    from reflectrm_app.settings import check_environment
+
+    from reflectrm.serving.server import check_token
+
+    check_environment(also=(env,))
+    if env not in os.environ:
+        if env != DEFAULT_TOKEN_ENV:
+            raise ConfigError(f"--token-env {env[:60]!r} names a variable that is not set: set it to the bearer "
+                              f"token, or leave --token-env out")
+        return None
+    return check_token(os.environ[env], name=env)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from reflectrm_app.cli import open_store
 
@@ -58,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     judge_config = config_from_args(args)
     reward_config = RewardConfig(opponents=args.opponents, both_orders=not args.one_order, seed=args.seed)
-    token = os.environ.get(args.token_env) or None
+    token = serve_token(args.token_env)
     access = access_config(args).serving(args.host)  # a bad --allowed-host fails before the model loads
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")

@@ -25,6 +25,7 @@ the judge section is the library's `JudgeConfig` itself, so its defaults and rul
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -32,8 +33,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reflectrm_db.settings import SectionedSettings, StoreSettings
+from reflectrm_db.settings import ENV_PREFIX, SectionedSettings, StoreSettings
 from reflectrm.core.config import JudgeConfig
+from reflectrm.display import printable
+from reflectrm.errors import ConfigError
 from reflectrm.serving.hosts import AccessConfig
 
 
@@ -159,15 +162,67 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def parse_auth(value: str) -> list[tuple[str, str]]:
-    """Parse "user:pass,user2:pass2" (passwords may contain ':'; users may not)."""
-    pairs = []
+    """Parse "user:pass,user2:pass2" (passwords may contain ':'; users may not).
+
+    Refused, naming the user and never a password: an entry without both parts, a blank user or password, a user
+    with spaces around the name, and a user named twice (in any case: "Ana" and "ana" would share a login name
+    to a person, while the first one listed would silently win)."""
+    pairs: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in value.split(","))):
         user, sep, password = item.partition(":")
-        if not sep or not user or not password:
-            raise ValueError(f"auth entry {item.split(':')[0]!r}... must be user:password "
+        shown = printable(user[:40])
+        if not sep or not user.strip() or not password.strip():
+            raise ValueError(f"auth entry {shown!r}... must be user:password with neither part blank "
                              "(entries separated by commas)")
+        if user != user.strip():
+            raise ValueError(f"auth user {shown!r} has spaces around the name: remove them")
+        if (key := user.casefold()) in seen:
+            raise ValueError(f"auth user {shown!r} is listed twice (as {printable(seen[key][:40])!r} before): "
+                             "give each user one entry")
+        seen[key] = user
         pairs.append((user, password))
     return pairs
+
+
+OTHER_VARIABLES = ("REFLECTRM_SERVE_TOKEN", "REFLECTRM_REWARD_URL", "REFLECTRM_OPENAI_API_KEY")
+"""The `REFLECTRM_` variables read outside the settings: the reward service's token (`serve`, and the client that
+calls it), the client's service URL, and the OpenAI-compatible backend's key."""
+
+
+def known_variables() -> set[str]:
+    """Every `REFLECTRM_` environment variable ReflectRM reads: settings by section, nested and short name, and more."""
+    names = {f"{ENV_PREFIX}{section.upper()}" for section in SECTIONS}
+    names |= {f"{ENV_PREFIX}{section.upper()}__{field.upper()}" for field, section in SHORT_NAMES.items()}
+    names |= {f"{ENV_PREFIX}{field.upper()}" for field in SHORT_NAMES}
+    return names | set(OTHER_VARIABLES)
+
+
+def check_environment(*, also: tuple[str, ...] = ()) -> None:
+    """Refuse a `REFLECTRM_` environment variable nothing reads, naming the nearest known one (a start-up check).
+
+    A misspelt setting is otherwise ignored and its default silently used: `REFLECTRM_TOKEN` for
+    `REFLECTRM_SERVE_TOKEN` would leave the reward service open, `REFLECTRM_AUTHS` the app without a login.
+    `also` adds names a command reads besides (`serve --token-env NAME`)."""
+    known = known_variables() | {name.upper() for name in also}
+    unknown = sorted(name for name in os.environ if name.upper().startswith(ENV_PREFIX) and name.upper() not in known
+                     and name not in known)
+    if unknown:
+        name = unknown[0]
+        near = nearest_variable(name, known)
+        raise ConfigError(f"environment variable {printable(name[:60])} is not a ReflectRM setting"
+                          f"{f' (did you mean {near}?)' if near else ''}: rename it or unset it")
+
+
+def nearest_variable(name: str, known: set[str]) -> str | None:
+    """The known name `name` most likely meant: one holding every word of it (TOKEN -> SERVE_TOKEN), else the
+    closest spelling (AUTHS -> AUTH); None when nothing is close."""
+    import difflib
+
+    words = set(name.upper().removeprefix(ENV_PREFIX).split("_")) - {""}
+    holding = sorted(k for k in known if words <= set(k.removeprefix(ENV_PREFIX).split("_")))
+    close = difflib.get_close_matches(name.upper(), holding or sorted(known), n=1, cutoff=0.0 if holding else 0.6)
+    return close[0] if close else None
 
 
 def parse_list(value: str) -> tuple[str, ...]:
@@ -189,5 +244,6 @@ def parse_proxies(value: str) -> list[str]:
     return entries
 
 
-__all__ = ("SECTIONS", "SHORT_NAMES", "AppSettings", "GenerationSettings", "ServeSettings", "Settings",
-           "load_settings", "parse_auth", "parse_list", "parse_proxies")
+__all__ = ("OTHER_VARIABLES", "SECTIONS", "SHORT_NAMES", "AppSettings", "GenerationSettings", "ServeSettings",
+           "Settings", "check_environment", "known_variables", "load_settings", "parse_auth", "parse_list",
+           "parse_proxies")

@@ -31,6 +31,10 @@ class ContextLengthError(BackendError, InputError):
     """A prompt does not fit in the model's context window."""
 
 
+class DiskFull(ReflectRMError):
+    """The disk filled up while writing (a checkpoint, a report); the message names where and how to go on."""
+
+
 class Cancelled(ReflectRMError):
     """The work was stopped on request (a Stop button, Ctrl-C); nothing half-done was recorded."""
 

@@ -64,6 +64,8 @@ def _cell(text: Any) -> str:
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as Markdown tables (text from data is escaped for table cells)."""
     lines = [f"# Evaluation: {_cell(report['benchmark'])}", ""]
+    if report.get("incomplete"):
+        lines += [incomplete_line(report["incomplete"]), ""]
     if report.get("partial"):
         lines += [f"**Partial copy** ({_cell(report['partial'])}): these figures are not the benchmark's score.", ""]
     lines += [(f"Model: `{_cell(report.get('model', ''))}` revision `{_cell(report.get('model_revision', ''))}`; "
@@ -91,6 +93,14 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += ["", "## The paper's figures (%, for reference)", "", "| system | score |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in reference.items()]
     return "\n".join(lines) + "\n"
+
+
+def incomplete_line(incomplete: Mapping[str, Any], *, run: Any = None) -> str:
+    """The line an unfinished run's report opens with: why, and how much of it was judged."""
+    which = f"Run {_cell(run)} is incomplete" if run is not None else "Incomplete"
+    return (f"**{which}: {_cell(incomplete.get('why', incomplete.get('status', '?')))}, "
+            f"{incomplete.get('judged', '?')} of {incomplete.get('total', '?')} {incomplete.get('unit', 'pair-orders')} "
+            "judged.** These figures cover only those: rerun the same command (or Resume run in the app) to go on.")
 
 
 def _stage2_lines(report: Mapping[str, Any]) -> list[str]:
@@ -160,9 +170,11 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
 
 def compare_markdown(result: Mapping[str, Any]) -> str:
     """`reflectrm compare` as a table: per strategy and subset, both accuracies, discordant pairs, p and B - A."""
-    lines = [f"# Run {result['run_b']} against run {result['run_a']} (paired, same items)", "",
-             ("| strategy | subset | n (pairs) | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |"),
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"# Run {result['run_b']} against run {result['run_a']} (paired, same items)", ""]
+    for run, unfinished in (result.get("incomplete") or {}).items():
+        lines += [incomplete_line(unfinished, run=run), ""]
+    lines += ["| strategy | subset | n (pairs) | A % | B % | only A | only B | McNemar p | B - A [95 % CI] |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for name, groups in result["strategies"].items():
         for group, r in groups.items():
             d = r["difference"]

@@ -43,7 +43,7 @@ from typing import Any
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
-from reflectrm.errors import BackendError, Cancelled, InputError, ReflectRMError, require
+from reflectrm.errors import BackendError, Cancelled, ConfigError, InputError, ReflectRMError, require
 from reflectrm.serving.batcher import Batcher, Busy, Draining, Job
 from reflectrm.serving.guard import AccessGuard
 from reflectrm.serving.hosts import AccessConfig, Refusal, json_body_refusal
@@ -74,6 +74,30 @@ class ServeConfig:
     # opened (or after its last answer) get 408 and the connection closes (`http_protocol`)
     drain_timeout_s: float = 60.0  # on SIGTERM, how long admitted requests have to finish
     access: AccessConfig = AccessConfig()  # hosts and origins answered beyond this service's own (`hosts`)
+
+    def __post_init__(self) -> None:
+        if self.token is not None:
+            check_token(self.token, name="token")
+
+
+MIN_TOKEN_CHARS = 16
+"""The shortest bearer token the service accepts: a guessable one would guard nothing."""
+
+TOKEN_FIX = "generate one with python -c 'import secrets; print(secrets.token_urlsafe())'"
+
+
+def check_token(token: str, *, name: str) -> str:
+    """Refuse a bearer token that is blank, holds a space or control character, or is shorter than MIN_TOKEN_CHARS.
+
+    `name` is what the message calls it (an environment variable); the token itself is never shown."""
+    if not token.strip():
+        raise ConfigError(f"{name} is set but blank: give a bearer token or unset it ({TOKEN_FIX})")
+    if any(c.isspace() or not c.isprintable() for c in token):
+        raise ConfigError(f"{name} holds a space, line break or control character (a header cannot carry it): "
+                          f"{TOKEN_FIX}")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"{name} is {len(token)} characters, under the minimum of {MIN_TOKEN_CHARS}: {TOKEN_FIX}")
+    return token
 
 
 class RewardService:
@@ -355,6 +379,7 @@ def build_app(service: RewardService) -> Any:
 
         return await handle(request, job)
 
+    add_refusal_handlers(app, error)
     # plain Starlette routes: each reads its own body (streamed and counted), so FastAPI's parsing is bypassed
     app.add_route("/v1/judge", judge, methods=["POST"])
     app.add_route("/v1/rewards", rewards, methods=["POST"])
@@ -385,6 +410,47 @@ def build_app(service: RewardService) -> Any:
                            allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(AccessGuard, access=config.access, reply=guard_reply)  # outermost: before CORS and routes
     return app
+
+
+ROUTES = "POST /v1/judge, /v1/rewards, /get_reward; GET /health, /metrics"
+"""What the service answers, as a 404 names it."""
+
+
+def add_refusal_handlers(app: Any, error: Callable[..., Any]) -> None:
+    """Every refusal FastAPI or Starlette makes itself (404, 405, 422, 500) in the service's shape: {"error": one line}.
+
+    A client of the service reads `error` on every status; FastAPI's own {"detail": ...} would read as no reason.
+    A 422 names the field and the problem, never the value sent (data, perhaps a secret)."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def http_refusal(request: Any, exc: HTTPException) -> Any:
+        response = error(exc.status_code, http_message(exc.status_code, request.method, exc.headers or {}))
+        response.headers.update({k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"})
+        return response
+
+    async def invalid(request: Any, exc: RequestValidationError) -> Any:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the request"
+        return error(422, f"{where}: {str(first.get('msg', 'invalid')).splitlines()[0][:160]}: fix that field")
+
+    async def internal(request: Any, exc: Exception) -> Any:
+        log.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        return error(500, f"internal error ({type(exc).__name__}): see the server's log")
+
+    app.add_exception_handler(HTTPException, http_refusal)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, internal)
+
+
+def http_message(status: int, method: str, headers: Any) -> str:
+    """One line for a refusal the framework makes: what was wrong and what the service answers instead."""
+    if status == 404:
+        return f"no such route: this service answers {ROUTES}"
+    if status == 405:
+        allowed = headers.get("allow") or headers.get("Allow") or "another method"
+        return f"method {method[:16]!r} is not allowed on this route: use {allowed} ({ROUTES})"
+    return f"refused with HTTP {status}: this service answers {ROUTES}"
 
 
 _HEADER_TIMEOUT_REPLY = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"

@@ -28,6 +28,7 @@ class RunCallback(TrainerCallback):
         self._lr: float | None = None  # the rate the last step used, when this callback sets it
         self._paced = False
         self._began = time.monotonic()
+        self.ended_by = ""  # "cancel" or "time budget" once this callback stopped the run; "" otherwise
 
     def _stop_requested(self) -> bool:
         if not self.stop.is_set() and self.files.cancel.exists():
@@ -61,8 +62,10 @@ class RunCallback(TrainerCallback):
                 status.update(pace_since_unix=status["step_unix"], first_step=state.global_step)
             self.files.update_status(**status)
         out_of_time = self.max_time_s is not None and time.monotonic() - self._began >= self.max_time_s
-        if _any_rank(self._stop_requested() or out_of_time, args.device):
+        cancel = self._stop_requested()
+        if _any_rank(cancel or out_of_time, args.device):
             # a cancel, or the time budget spent (a completed run): stop with a checkpoint
+            self.ended_by = "cancel" if cancel else "time budget"
             control.should_training_stop = True
             control.should_save = True
         if state.max_steps and state.global_step >= state.max_steps:

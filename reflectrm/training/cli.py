@@ -265,13 +265,27 @@ def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig)
         stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():
             signal.signal(s, handler)
-    print(json.dumps({"state": result.state, "step": result.step,
+    print(json.dumps({"state": result.state, "step": result.step, "ended_by": result.ended_by,
                       "final_model": str(result.final_model) if result.final_model else None,
                       "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None}, indent=2))
+    print(printable(outcome_line(result, config)), file=sys.stderr)
+    return EXIT_CANCELLED if result.state == "cancelled" else 0
+
+
+EXIT_CANCELLED = 130
+"""`train`'s exit status when the run was cancelled (Ctrl-C, SIGTERM, the run's cancel file, the app's Cancel):
+as a shell reports a Ctrl-C, so that a script or scheduler never reads a cancelled run as a finished one."""
+
+
+def outcome_line(result: Any, config: TrainConfig) -> str:
+    """One line on how the run ended: cancelled (and how to resume), the time budget spent, or completed."""
     if result.state == "cancelled":
-        print(printable(f"cancelled: rerun the same command to resume from {result.last_checkpoint}"),
-              file=sys.stderr)
-    return 0
+        where = f"from {result.last_checkpoint}" if result.last_checkpoint else "(no checkpoint was saved yet)"
+        return f"cancelled at step {result.step}: rerun the same command to resume {where}"
+    if result.ended_by == "time budget":
+        return (f"completed at step {result.step}: the time budget of {config.max_time_s:g}s was spent (a planned "
+                f"stop); the model is in {result.final_model}")
+    return f"completed at step {result.step}: the model is in {result.final_model}"
 
 
 def _print_progress(run_dir: Path, stop: threading.Event, *, every_s: float = 10.0) -> None:

@@ -16,6 +16,7 @@ Several GPUs or nodes: launch the same command under `accelerate launch` with on
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -30,7 +31,7 @@ from typing import Any
 
 from reflectrm.core.config import check_positive_int, check_seed, counting, seed_number, strict_from_dict
 from reflectrm.defaults import check_threads
-from reflectrm.errors import ConfigError, InputError, require
+from reflectrm.errors import ConfigError, DiskFull, InputError, require
 from reflectrm.locks import exclusive
 from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
 from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
@@ -306,6 +307,8 @@ class TrainResult:
         final_model: the exported model folder (completed runs), else None.
         last_checkpoint: the newest checkpoint folder, if any.
         metrics: the trainer's closing metrics (runtime, mean loss, ...).
+        ended_by: what ended it: "steps" (its max_steps or epochs), "time budget" (max_time_s spent: a planned
+            stop, completed with a final model) or "cancel" (a Stop, Ctrl-C, SIGTERM or the cancel file).
     """
 
     state: str
@@ -313,6 +316,7 @@ class TrainResult:
     final_model: Path | None
     last_checkpoint: Path | None
     metrics: Mapping[str, float]
+    ended_by: str = "steps"
 
 
 def train(
@@ -344,15 +348,67 @@ def train(
             result = _train(data, model=model, files=files, config=config, resume=resume,
                             stop=stop or threading.Event())
         except BaseException as exc:
+            failure = disk_full(exc, files) if main else None
             if main:
-                files.update_status(state="cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
-                                    error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
-                                    finished_unix=_now())
+                _record_end(files, state="cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
+                            error=str(failure) if failure else f"{type(exc).__name__}: {exc}"[:2000])
+            if failure is not None:
+                raise failure from exc
             raise
         if main:
             files.update_status(state=result.state, step=result.step, finished_at=now_iso(), finished_unix=_now(),
+                                ended_by=result.ended_by,
                                 final_model=str(result.final_model) if result.final_model else None)
     return result
+
+
+def _record_end(files: RunFiles, *, state: str, error: str) -> None:
+    """The run's outcome in its status; a disk too full even for that leaves the reason in the log instead."""
+    try:
+        files.update_status(state=state, error=error, finished_at=now_iso(), finished_unix=_now())
+    except OSError as exc:
+        log.error("could not record the run as %s (%s): %s", state, exc, error)
+
+
+def disk_full(exc: BaseException, files: RunFiles) -> DiskFull | None:
+    """A `DiskFull` naming the run folder and where a rerun resumes, when `exc` (or its cause) is a full disk.
+
+    The half-written checkpoint or final model the failure left is removed first: it frees the space the status
+    needs, and no later run or reader can take it for a whole one (`list_checkpoints` skips it already)."""
+    if not _is_disk_full(exc):
+        return None
+    resumable = last_checkpoint(files.root)
+    removed = remove_torn_saves(files.root, after=resumable.step if resumable else -1)
+    resume = f"resume from {resumable.path.name}" if resumable else "start again"
+    return DiskFull(f"the disk holding {str(files.root)!r} is full (no space left on device)"
+                    f"{' while saving ' + ', '.join(removed) + ', removed' if removed else ''}: free space there "
+                    f"and rerun the same command to {resume}")
+
+
+def _is_disk_full(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 8:  # the chain: safetensors and torch wrap the OSError in their own errors
+        if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "No space left on device" in str(exc) \
+                or "StorageFull" in str(exc):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def remove_torn_saves(run_dir: Path, *, after: int) -> list[str]:
+    """Remove checkpoint folders past step `after` that are not whole (no trainer_state.json) and a half-written
+    final model; returns their names."""
+    removed = []
+    for path in sorted(run_dir.glob("checkpoint-*")):
+        step = path.name.removeprefix("checkpoint-")
+        if path.is_dir() and step.isdigit() and int(step) > after and not (path / "trainer_state.json").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    partial = run_dir / "final.partial"
+    if partial.exists():
+        shutil.rmtree(partial, ignore_errors=True)
+        removed.append(partial.name)
+    return removed
 
 
 def _is_main_process() -> bool:
@@ -379,6 +435,7 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     args = grpo_args(config, files.root, world_size=world_size)
     resumable = last_checkpoint(files.root) if resume else None  # the newest complete one, not a half-saved one
     checkpoint = str(resumable.path) if resumable else None
+    callback = RunCallback(files, stop, max_time_s=config.max_time_s, decay_over_time=config.lr_scheduler == TIME_DECAY)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[_recording(REWARDS[name], files, config, record=i == 0)
@@ -387,8 +444,7 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
-        callbacks=[RunCallback(files, stop, max_time_s=config.max_time_s,
-                               decay_over_time=config.lr_scheduler == TIME_DECAY)],
+        callbacks=[callback],
     )
     log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
     with _cpu_threads(config):
@@ -399,7 +455,8 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
         "base_model": model, "data": str(data), "config": config.to_dict(), "step": step})
     newest = last_checkpoint(files.root)
     return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
-                       last_checkpoint=newest.path if newest else None, metrics=dict(output.metrics))
+                       last_checkpoint=newest.path if newest else None, metrics=dict(output.metrics),
+                       ended_by="cancel" if cancelled else callback.ended_by or "steps")
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 Reads RUN_DIR/run.json, trains, and records the outcome in RUN_DIR/status.json. SIGTERM (or the
 run's `cancel` file) stops it at the next step boundary with a checkpoint; exit codes: 0 completed
-or cancelled, 1 failed.
+(its steps done, or its time budget spent), 130 cancelled (as `reflectrm train`), 1 failed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 
 from reflectrm.errors import OutputBusy
 from reflectrm.training.runs import RunFiles, now_iso
+
+EXIT_CANCELLED = 130  # as `reflectrm train` (`reflectrm.training.cli.EXIT_CANCELLED`)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = run_spec(files.root)
         config = TrainConfig.from_dict(spec["config"])
         if stop.is_set() or files.cancel.exists():  # cancelled while starting up
-            files.update_status(state="cancelled", finished_at=now_iso(), finished_unix=time.time())
-            return 0
+            files.update_status(state="cancelled", ended_by="cancel", finished_at=now_iso(), finished_unix=time.time())
+            return EXIT_CANCELLED
         result = train(spec["data"], model=spec["model"], output_dir=files.root, config=config,
                        resume=args.resume, stop=stop)
     except OutputBusy as exc:  # another process trains this folder: its status is its own, left as it is
@@ -53,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
             files.update_status(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=now_iso(),
                                 finished_unix=time.time())
         return 1
-    logging.getLogger(__name__).info("run %s: %s at step %d", files.root, result.state, result.step)
-    return 0
+    logging.getLogger(__name__).info("run %s: %s at step %d (ended by %s)", files.root, result.state, result.step,
+                                     result.ended_by)
+    return EXIT_CANCELLED if result.state == "cancelled" else 0
 
 
 if __name__ == "__main__":

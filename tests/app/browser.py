@@ -27,7 +27,8 @@ def free_port() -> int:
 
 
 def app_env(db_url: str, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+    # REFLECTRM_SHOTS is this test suite's own (where screenshots go): the app refuses a REFLECTRM_ name it does not read
+    env = {**{k: v for k, v in os.environ.items() if k != "REFLECTRM_SHOTS"}, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
            "REFLECTRM_DATABASE_URL": db_url, "REFLECTRM_DEVICE": "cpu",
            "REFLECTRM_MAX_NEW_TOKENS": str(demo_domain().output_tokens),  # the shipped judge's analyses fit
            # one torch thread: on a small shared machine (the browser and pytest run beside the server) two

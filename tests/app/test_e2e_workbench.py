@@ -144,7 +144,8 @@ def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(bro
         wait_value(page, "eval-open-status", r"^error: no item is chosen")
         page.locator("#eval-run-id textarea").fill(str(left.id))
         page.click("#eval-show")
-        expect(page.locator("#eval-report")).to_contain_text(f"Unfinished run (interrupted): {left.items_done} of 6")
+        expect(page.locator("#eval-report")).to_contain_text(
+            f"Incomplete: interrupted (its process ended while it ran), {left.items_done} of 6")
         shot(page, "eval-interrupted-after-restart")
         page.click("#eval-resume")
         wait_value(page, "eval-status", rf"^run {left.id} completed: 6/6 pair-orders judged", timeout_s=300)

@@ -70,7 +70,8 @@ def test_after_a_restart_a_run_left_running_is_interrupted_unfinished_and_resume
     run = restarted.evals.get(run_id)
     assert run.status == "interrupted" and "Resume" in run.error
     shown = restarted.view(run_id).markdown
-    assert shown.startswith(f"**Unfinished run (interrupted): {run.items_done} of 4")  # not shown as finished
+    assert shown.splitlines()[2].startswith(  # at the report's top, before any figure: not shown as finished
+        f"**Incomplete: interrupted (its process ended while it ran), {run.items_done} of 4")
     resumed = restarted.resume(run_id, cancel=threading.Event())
     assert (resumed.id, resumed.status, resumed.items_done) == (run_id, "completed", 4)
     assert "Unfinished" not in restarted.view(run_id).markdown

@@ -25,10 +25,10 @@ def test_serve_stores_what_it_told_the_policy(tmp_path):
 
     db = f"sqlite:///{tmp_path / 'rewards.db'}"
     port = free_port()
-    env = {**os.environ, "REFLECTRM_SERVE_TOKEN": "tok", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "REFLECTRM_SERVE_TOKEN": "tok-0123456789abcdef", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "serve", "--port", str(port), "--db", db, "--n", "2",
                              "--max-new-tokens", "64", "--device", "cpu"], env=env, stderr=subprocess.PIPE, text=True)
-    url, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer tok"}
+    url, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer tok-0123456789abcdef"}
     try:
         deadline = time.time() + 120
         while True:

@@ -277,14 +277,14 @@ def _flood(url, service, gate, body, admitted) -> None:
 
 
 def test_body_limit_token_and_backend_failure(start):
-    url, _, _ = start(longer_wins(fail=True), token="s3cret", max_body_bytes=1000)
+    url, _, _ = start(longer_wins(fail=True), token="s3cret-0123456789abcdef", max_body_bytes=1000)
     body = {"query": "q", "response_1": "a", "response_2": "b"}
     assert httpx.post(f"{url}/v1/judge", json=body).status_code == 401
     assert httpx.post(f"{url}/v1/judge", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 401
-    auth = {"Authorization": "Bearer s3cret"}
+    auth = {"Authorization": "Bearer s3cret-0123456789abcdef"}
     big = httpx.post(f"{url}/v1/judge", json={**body, "response_1": "x" * 2000}, headers=auth)
     assert big.status_code == 413
-    down = httpx.post(f"{url}/v1/judge", json=body, headers={"Authorization": "Bearer s3cret"})
+    down = httpx.post(f"{url}/v1/judge", json=body, headers={"Authorization": "Bearer s3cret-0123456789abcdef"})
     assert down.status_code == 503 and "cannot reach server" in down.json()["error"]
     assert httpx.get(f"{url}/health").status_code == 200  # GETs need no token
 
@@ -316,8 +316,8 @@ def test_openrlhf_groups_split_prompt_and_response():
 def test_trl_and_verl_clients_get_the_services_rewards(start, monkeypatch):
     from reflectrm.serving.client import RemotePairwiseReward, verl_compute_score
 
-    url, _, _ = start(longer_wins(), token="t")
-    monkeypatch.setenv("REFLECTRM_SERVE_TOKEN", "t")
+    url, _, _ = start(longer_wins(), token="t-0123456789abcdef")
+    monkeypatch.setenv("REFLECTRM_SERVE_TOKEN", "t-0123456789abcdef")
     trl = RemotePairwiseReward(url)
     assert trl(prompts=["q", "q", "p", "p"], completions=["a", "bb", "ccc", "d"]) == [0.0, 1.0, 1.0, 0.0]
     infos = [{"question": "q"}, {"question": "q"}]

@@ -135,7 +135,7 @@ class _Stop(Exception):
 @pytest.mark.parametrize(("host", "token", "warned"), [
     pytest.param("0.0.0.0", None, True, id="every-interface-no-token"),
     pytest.param("192.168.1.20", None, True, id="lan-address-no-token"),
-    pytest.param("0.0.0.0", "s3cret", False, id="every-interface-token"),
+    pytest.param("0.0.0.0", "s3cret-0123456789abcdef", False, id="every-interface-token"),
     pytest.param("127.0.0.1", None, False, id="loopback"),
     pytest.param("localhost", None, False, id="localhost"),
 ])
