@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs-dir", dest="runs_dir",
                    help="training run folders of the Train tab (default: runs/ beside a SQLite store; "
                         "$REFLECTRM_RUNS_DIR)")
+    p.add_argument("--data-root", dest="data_root",
+                   help="the only folder whose files users may name in the app (the Evaluate tab's local file or "
+                        "folder; default: data/ beside a SQLite store; $REFLECTRM_DATA_ROOT)")
     p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
                    help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
     # the judge the app starts with: unset flags keep the settings ($REFLECTRM_MODEL, ...); its CPU threads are
@@ -47,7 +50,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     check_environment()  # a misspelt REFLECTRM_ variable would otherwise be ignored, its default silently used
     settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
                              device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
-                             runs_dir=args.runs_dir, engine=engine_options(args) or None,
+                             runs_dir=args.runs_dir, data_root=args.data_root, engine=engine_options(args) or None,
                              allowed_hosts=_joined(args.allowed_hosts), allowed_origins=_joined(args.allowed_origins))
     if settings.generation.engine:  # REFLECTRM_ENGINE as well as the flags: a bad option fails before the model loads
         from reflectrm.backends.engine import EngineConfig
@@ -64,7 +67,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     demo = build_app(services)
     demo.queue(default_concurrency_limit=4)
     print(printable(f"ReflectRM app on http://{settings.app.host}:{settings.app.port} "
-                    f"(database {services.store.engine.url!r})"),
+                    f"(database {services.store.engine.url!r}; files users name are read from {services.data_root})"),
           file=sys.stderr, flush=True)
     try:
         demo.launch(server_name=settings.app.host, server_port=settings.app.port, quiet=True, **launch_options(settings))

@@ -252,7 +252,8 @@ class EvaluationService:
         if not benchmark:
             raise InputError("pick a benchmark or a data set to evaluate on")
         if benchmark == "file" and not data.strip():
-            raise InputError('the benchmark "file" reads a labelled file: give its path in "Local file or folder"')
+            raise InputError('the benchmark "file" reads a labelled file: give its path in "Local file or folder" '
+                             "(inside the app's data folder)")
         if limit is not None and (limit != int(limit) or limit < 1):
             raise InputError(f'"Pairs at most" must be a whole number of at least 1 (leave it empty for every pair), '
                              f"got {limit:g}")
@@ -263,7 +264,9 @@ class EvaluationService:
             pairs = tuple(p for _, p in self.services.pairs(benchmark.removeprefix(DATA_SET_PREFIX), limit=100_000))
             if not any(p.label is not None for p in pairs):
                 raise InputError(f"{benchmark} has no labelled pairs: evaluation needs labels")
-        return EvalRequest(benchmark=benchmark, data=Path(data) if data.strip() else None, subset=subset or None,
+        # the path a user typed, confined to the app's data root (a stored run's, on resume, passes here again)
+        path = self.services.user_path(data) if data.strip() else None
+        return EvalRequest(benchmark=benchmark, data=path, subset=subset or None,
                            limit=None if limit is None else int(limit), plan=plan, seed=seed, pairs=pairs)
 
     def run(self, request: EvalRequest, *, cancel: threading.Event,

@@ -46,6 +46,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.demo import DEMO_MODEL_DIR, Domain, MeasuredStage2, demo_domain, judge_domain, measured_stage2
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
+from reflectrm.inputs import confine
 from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,9 @@ def parse_day(text: str, what: str) -> date | None:
 
 # --- the services ---------------------------------------------------------------------------------------------
 
+DATA_ROOT_FIX = "ask whoever runs the app to move it (reflectrm app --data-root, or REFLECTRM_DATA_ROOT)"
+"""How the data root moves, for the refusals of a path outside it."""
+
 
 @dataclass
 class AppServices:
@@ -189,15 +193,19 @@ class AppServices:
     cancels: CancelTokens = field(default_factory=CancelTokens)
     leases: ReviewLeases = field(default_factory=ReviewLeases)
     training: TrainingService | None = None  # None: built over `store` and `settings`
+    data_root: Path | None = None  # the folder users may name files in; None: the settings' (`ServeSettings.data_root`)
     _generation_lock: threading.Lock = field(default_factory=threading.Lock)
     _exports: ExportFolders = field(default_factory=lambda: ExportFolders())
 
     def __post_init__(self) -> None:
+        url = self.store.engine.url.render_as_string(hide_password=False)
+        if self.data_root is None:
+            self.data_root = Path(self.settings.app.data_root or default_runs_dir(url, name="data")).resolve()
         if self.training is None:
-            url = self.store.engine.url.render_as_string(hide_password=False)
             runs_dir = Path(self.settings.app.runs_dir or default_runs_dir(url)).resolve()  # the app may restart elsewhere
             self.training = TrainingService(store=self.store, settings=self.settings, runs_dir=runs_dir,
-                                            active_judge=lambda: self.model.name)
+                                            active_judge=lambda: self.model.name, data_root=self.data_root,
+                                            data_root_fix=DATA_ROOT_FIX)
             self.training.reconcile()  # runs that were going when the app last stopped: now interrupted
 
     @classmethod
@@ -216,6 +224,14 @@ class AppServices:
     def close(self) -> None:
         self._exports.remove_all()
         self.store.close()
+
+    def user_path(self, text: str) -> Path:
+        """A file or folder a user named, resolved inside the data root; refused in one line when it is not.
+
+        Every path the app reads on a user's behalf passes here (`reflectrm.inputs.confine`): a `..`, an
+        absolute path elsewhere or a link out of the root is refused alike, whether or not it exists.
+        """
+        return confine(text, root=self.data_root, setting=DATA_ROOT_FIX)
 
     def active_judge(self) -> str:
         """The model the app judges with now (a path or Hugging Face id)."""

@@ -10,6 +10,7 @@
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db # store section
     REFLECTRM_MAX_NEW_TOKENS=192                  # judge section, stage 1 and 2 (a demo judge writes 40-170 tokens)
     REFLECTRM_RUNS_DIR=/data/runs                 # where the Train tab's runs live (app section)
+    REFLECTRM_DATA_ROOT=/data/benchmarks          # the only folder the app reads files from on a user's behalf (app)
     REFLECTRM_ALLOWED_HOSTS=lab.example.com       # a name the app is reached by, beyond localhost and IPs (app)
 
 Every field has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because field names are unique
@@ -87,6 +88,10 @@ class ServeSettings(BaseModel):
     author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
     audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
     runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
+    # the folder whose files and folders a user may name (the Evaluate tab's local file, the Train tab's base model
+    # folder): nothing outside it, links out of it included, is read for them; None: data/ beside a SQLite store,
+    # else ./data
+    data_root: Path | None = None
     # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
     # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)
     trusted_proxies: str = ""

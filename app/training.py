@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import secrets
 import shutil
@@ -33,6 +34,7 @@ from reflectrm_app.settings import AppSettings
 from reflectrm_db.records import SnapshotRecord, TrainingRunRecord
 from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import InputError
+from reflectrm.inputs import confine
 from reflectrm.training import jobs
 from reflectrm.training.grpo import TrainConfig, check_model
 from reflectrm.training.runs import (
@@ -49,6 +51,8 @@ Other models get the paper's (`TrainConfig`)."""
 FORM_STEPS = 100  # the form's first max steps (a run from the form is bounded by steps, not TrainConfig's epochs)
 REPLAY_SEARCH = 2000  # the newest stored judgments searched for replay examples (the paper's mix, below 4:1)
 
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
+"""A Hugging Face model id as typed (`org/name` or `name`); anything else named as a base model is a local path."""
 MIXES = MappingProxyType({"paper": "the paper's 4:1 (reflection pairs subsampled)", "as_is": "train as is"})
 """The Train form's mix choices, as `TrainRequest.mix`."""
 
@@ -106,12 +110,12 @@ def plan_mix(preference: int, reflection: int, *, choice: str = "paper", seed: i
                    kept_reflection=keep_r, replay=replay, seed=seed)
 
 
-def default_runs_dir(database_url: str) -> Path:
-    """`runs/` beside a SQLite store's file; `./runs` for an in-memory or server database."""
+def default_runs_dir(database_url: str, *, name: str = "runs") -> Path:
+    """`runs/` (or `name`) beside a SQLite store's file; `./runs` for an in-memory or server database."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(url.database).resolve().parent / "runs"
-    return Path("runs").resolve()
+        return Path(url.database).resolve().parent / name
+    return Path(name).resolve()
 
 
 def slug(text: str, *, limit: int = 40) -> str:
@@ -136,12 +140,16 @@ class TrainingService:
         settings: the app settings (device, CPU threads, the judge's model).
         runs_dir: where run folders (and exported snapshots) live.
         active_judge: the model the app judges with now (a path or id; "" for the bundled demo judge).
+        data_root: the folder a base model typed as a path must lie in (else in `runs_dir`); None: `runs_dir` only.
+        data_root_fix: how the operator moves `data_root`, for the refusal of a path outside it.
     """
 
     store: JudgmentStore
     settings: AppSettings
     runs_dir: Path
     active_judge: Callable[[], str] | None = None
+    data_root: Path | None = None
+    data_root_fix: str = "set REFLECTRM_DATA_ROOT"
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _jobs: dict[int, jobs.TrainJob] = field(default_factory=dict)  # runs this process started: it reaps them
 
@@ -164,10 +172,7 @@ class TrainingService:
         with self._lock:
             self._refuse_if_training()
             snapshot = self._snapshot(request.snapshot)
-            base_model = request.base_model.strip()
-            if not base_model:
-                raise InputError("give a base model to train: a model folder or a Hugging Face id (the active judge "
-                                 "is filled in by default)")
+            base_model = self.base_model(request.base_model)
             check_model(base_model)
             config = train_config(request, self.settings)
             data, mix = self._mixed_data(self._snapshot_data(snapshot), snapshot, choice=request.mix,
@@ -185,6 +190,31 @@ class TrainingService:
             log.info("started training run %d in %s on snapshot %r (%d preference + %d replayed, %d reflection "
                      "examples)", run.id, run_dir, snapshot.name, mix.kept_preference, mix.replay, mix.kept_reflection)
             return self.store.training_run(run.id)
+
+    def base_model(self, text: str) -> str:
+        """The model a run starts from: the app's own models as they are, a Hub id, or a folder confined to the
+        data root (or the runs folder, where checkpoints live); a path elsewhere is refused whether or not it exists.
+        """
+        from reflectrm.demo import DEMO_MODEL_DIR
+
+        text = text.strip()
+        if not text:
+            raise InputError("give a base model to train: a model folder or a Hugging Face id (the active judge "
+                             "is filled in by default)")
+        if text in {self.defaults().base_model, self.settings.generation.model, str(DEMO_MODEL_DIR)}:
+            return text  # the operator's own choices (the active judge, the configured model, the demo judge)
+        inside = self.data_root is not None and os.path.lexists(os.path.join(self.data_root, text))
+        if not inside and HUB_ID.fullmatch(text) and not os.path.lexists(text):
+            return text  # a Hub id, and no local folder of that name the loader would take instead
+        refusals = []
+        # a relative path is the data root's; an absolute one may also name a checkpoint in the runs folder
+        roots = [self.data_root or self.runs_dir, *([self.runs_dir] if self.data_root and os.path.isabs(text) else [])]
+        for root in roots:
+            try:
+                return str(confine(text, root=root, setting=self.data_root_fix))
+            except InputError as exc:
+                refusals.append(exc)
+        raise refusals[0]  # the data root's: a user names models there (a checkpoint is picked, not typed)
 
     def cancel(self, run_id: int) -> bool:
         """Ask a running run to stop after its step (with a checkpoint); asked again, stop it at once.

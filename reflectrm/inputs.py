@@ -9,6 +9,13 @@ folder is refused when opened, without blocking (the file is opened non-blocking
 at most `MAX_FILE_BYTES` in all (after decompression), so a 3 GB file of one line or a gzip bomb
 is refused after reading a few megabytes. A truncated or damaged `.gz`, a JSON integer too long
 to convert, or JSON nested too deeply is one `InputError`, never a traceback.
+
+A path that someone else names (a reviewer in the app, through a web page) is confined first:
+
+    path = confine("judgebench/gpt.jsonl", root=Path("/srv/data"), setting="set REFLECTRM_DATA_ROOT")
+
+`confine` resolves it (relative to the root; symbolic links followed) and refuses, in one line that is the
+same whether or not the path exists, what lies outside the root, and a folder holding a link out of it.
 """
 
 from __future__ import annotations
@@ -39,6 +46,12 @@ MAX_ROWS = 1_000_000
 MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
 """The longest JSON integer read (Python's own conversion limit)."""
 
+MAX_PATH_CHARS = 1024
+"""The longest path `confine` takes (a data file's path is far shorter; the OS allows 4096 bytes)."""
+
+MAX_FOLDER_ENTRIES = 100_000
+"""The most entries `confine` looks at in a named folder (checking each for a link out of the root)."""
+
 _KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
           stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
 
@@ -62,6 +75,66 @@ def open_regular(path: Path) -> BinaryIO:
         raise InputError(f"{str(path)!r} is {kind}, not a file: give a data file saved on disk")
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return os.fdopen(fd, "rb")
+
+
+def confine(text: str, *, root: Path, setting: str) -> Path:
+    """The real path of `text` (relative to `root`, or absolute), checked to lie inside `root`.
+
+    A folder is walked (at most `MAX_FOLDER_ENTRIES` entries, links not followed): every link in it must
+    point inside `root`, and it may hold no FIFO, device or socket (a reader would block on one). Nothing
+    is opened or read. The refusal of a path outside is the same whether or not it exists.
+
+    Args:
+        text: the path as typed.
+        root: the folder paths must lie in (resolved here).
+        setting: how the operator moves the root, for the messages ("set REFLECTRM_DATA_ROOT").
+
+    Raises:
+        InputError: empty, over `MAX_PATH_CHARS`, a NUL or control character, outside `root` (a `..`, an
+            absolute path elsewhere, a link out at any depth), a root that is not a folder.
+    """
+    text = text.strip()
+    if not text:
+        raise InputError("the path is empty: give a file or folder inside the data folder")
+    if len(text) > MAX_PATH_CHARS:
+        raise InputError(f"the path is {len(text):,} characters, over the limit of {MAX_PATH_CHARS:,}: "
+                         "give a shorter path inside the data folder")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InputError("the path holds a control character (a NUL, a line break): type the path again")
+    check_text(text, where="the path")
+    base = Path(os.path.realpath(root))
+    resolved = Path(os.path.realpath(base / os.path.expanduser(text)))  # an absolute path replaces the base
+    if not resolved.is_relative_to(base):
+        raise InputError(f"the path is outside the app's data folder: give a path inside it (relative to it), "
+                         f"or {setting}")
+    if not base.is_dir():
+        raise InputError(f"the app's data folder is not there: create it, or {setting}")
+    if resolved.is_dir():
+        _check_folder(resolved, base)
+    return resolved
+
+
+def _check_folder(folder: Path, base: Path) -> None:
+    """Refuse a folder holding a link out of `base`, or a FIFO, device or socket (checked without following)."""
+    seen = 0
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        seen += len(dirs) + len(files)
+        if seen > MAX_FOLDER_ENTRIES:
+            raise InputError(f"the folder holds over {MAX_FOLDER_ENTRIES:,} entries: name a smaller folder")
+        for name in (*dirs, *files):
+            entry = Path(top) / name
+            try:
+                mode = os.lstat(entry).st_mode
+            except OSError:  # gone since it was listed: nothing to read there
+                continue
+            if stat.S_ISLNK(mode) and not Path(os.path.realpath(entry)).is_relative_to(base):
+                where = entry.relative_to(folder)
+                raise InputError(f"{str(where)!r} in the folder links outside the app's data folder: "
+                                 "copy the file in instead of linking to it")
+            if not (stat.S_ISLNK(mode) or stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                kind = next((n for test, n in _KINDS.items() if test(mode)), "not a regular file")
+                raise InputError(f"{str(entry.relative_to(folder))!r} in the folder is {kind}, not a file: "
+                                 "remove it, or name a file")
 
 
 def byte_lines(path: Path, *, max_line: int = MAX_LINE_BYTES, max_total: int = MAX_FILE_BYTES
@@ -109,11 +182,11 @@ def read_text(path: Path, *, max_total: int = MAX_FILE_BYTES) -> str:
 
 
 def decode(raw: bytes, *, where: str) -> str:
-    """UTF-8 text, or `InputError` naming the first bad byte."""
+    """UTF-8 text, or `InputError` naming where the first bad byte is (not its value: the file's content)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{_at(where)}not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): "
+        raise InputError(f"{_at(where)}not UTF-8 text (a bad byte at offset {exc.start}): "
                          "save the file as UTF-8") from None
 
 

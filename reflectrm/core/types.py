@@ -26,6 +26,23 @@ context of any judge this runs, so a larger pair is refused at once instead of a
 (each backend then checks the exact prompt against its own model's context)."""
 
 
+def value_kind(value: Any) -> str:
+    """What a cell holds, said without its value ("a number", "text"): messages never quote a file's data."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
 def id_text(value: Any) -> str:
     """A pair id as written: a string as is, a JSON number or boolean as JSON writes it ("0", "false", "0.0").
 
@@ -50,7 +67,7 @@ class ChatMessage:
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
-            raise InputError(f"message role {self.role!r} is not one of {', '.join(ROLES)}: fix the role")
+            raise InputError(f"a message role is not one of {', '.join(ROLES)}: fix the role")  # not quoted: data
         if not isinstance(self.content, str):
             raise InputError(f"message content must be a string, got {type(self.content).__name__}")
 
@@ -63,7 +80,7 @@ def _as_messages(raw: Iterable[ChatMessage | Mapping[str, Any]]) -> tuple[ChatMe
         elif isinstance(m, Mapping) and "role" in m and "content" in m:
             out.append(ChatMessage(str(m["role"]), m["content"]))
         else:
-            raise InputError(f"message {k} must be an object with 'role' and 'content', got {m!r:.80}")
+            raise InputError(f"message {k} must be an object with 'role' and 'content', got {type(m).__name__}")
     return tuple(out)
 
 
@@ -108,7 +125,7 @@ class PreferencePair:
             if not value.strip():
                 raise InputError(f"{name} is empty: give both responses some text")
         if self.label not in (None, 1, 2):
-            raise InputError(f"label must be 1 or 2 (or absent), got {self.label!r}")
+            raise InputError(f"label must be 1 or 2 (or absent), got {value_kind(self.label)}")
         size = len(self.response_1) + len(self.response_2) + sum(len(m.content) for m in self.conversation)
         if size > MAX_PAIR_CHARS:
             raise InputError(
@@ -116,9 +133,9 @@ class PreferencePair:
                 "context holds): shorten the conversation or the responses"
             )
         if self.tie is not False and self.tie is not True:
-            raise InputError(f"tie must be true or false, got {self.tie!r}")
+            raise InputError(f"tie must be true or false, got {value_kind(self.tie)}")
         if self.tie and self.label is not None:
-            raise InputError(f"a tie has no better response, but label is {self.label!r}: drop the label or the tie")
+            raise InputError("a tie has no better response, but a label is given: drop the label or the tie")
         if not self.id:
             object.__setattr__(self, "id", self.fingerprint()[:16])
 
@@ -200,9 +217,9 @@ class PreferencePair:
         if isinstance(label, str) and label.strip().lower() == "tie":
             label, tie = None, True
         if label not in (None, 1, 2) or isinstance(label, bool):
-            raise InputError(f"label must be 1 or 2 (or 'tie', or absent), got {label!r}")
+            raise InputError(f"label must be 1 or 2 (or 'tie', or absent), got {value_kind(label)}")
         if tie not in (True, False):
-            raise InputError(f"'tie' must be true or false, got {tie!r}")
+            raise InputError(f"'tie' must be true or false, got {value_kind(tie)}")
         return cls(
             conversation=conversation,
             response_1=d["response_1"],

@@ -8,7 +8,8 @@ for sets coded in their own way (Auto-J: 0 = the first is better, 1 = the second
 
     read_label(2, "0=1,1=2,2=tie") -> (None, True);  read_label("x", "0=1,1=2,2=tie") -> InputError
 
-Under a value map only the values it names are read (an empty cell is unlabelled).
+Under a value map only the values it names are read (an empty cell is unlabelled). A refusal says what
+kind of value the cell holds, never the value (`value_kind`): the file may not be the caller's to read.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import functools
 import math
 from typing import Any
 
-from reflectrm.core.types import Choice
+from reflectrm.core.types import Choice, value_kind
 from reflectrm.errors import InputError
 
 LABEL_SCHEMES = {
@@ -95,10 +96,10 @@ def read_label(value: Any, scheme: str = "auto") -> tuple[Choice | None, bool]:
     if "=" in scheme:
         table = parse_value_map(scheme)
         if _key(value) not in table:
-            raise InputError(f"label {value!r} is not in --labels {scheme}: add what it means to the map")
+            raise InputError(f"label ({value_kind(value)}) is not in --labels {scheme}: add what it means to the map")
         return table[_key(value)]
     if isinstance(value, bool):
-        raise InputError(f"label {value!r} is a boolean: give 1/2, A/B or a --labels scheme that says what it means")
+        raise InputError("label is a boolean: give 1/2, A/B or a --labels scheme that says what it means")
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "":
@@ -111,14 +112,14 @@ def read_label(value: Any, scheme: str = "auto") -> tuple[Choice | None, bool]:
             value = float(text)
         except ValueError:
             raise InputError(
-                f"label must be 1 or 2 (or A/B, 'A>B', model_a/model_b, 'tie'), got {value!r}: fix the cell"
+                "label must be 1 or 2 (or A/B, 'A>B', model_a/model_b, 'tie'), got text that names no side: fix the cell"
             ) from None
     return _numeric(value, scheme)
 
 
 def _numeric(value: Any, scheme: str) -> tuple[Choice | None, bool]:
     if not isinstance(value, (int, float)):
-        raise InputError(f"label {value!r} is a {type(value).__name__}: give a number or a side name")
+        raise InputError(f"label is {value_kind(value)}: give a number or a side name")
     if scheme == "score":
         return (None, True) if value == 0 else ((1, False) if value < 0 else (2, False))
     table = {"auto": {1: 1, 2: 2}, "index0": {0: 1, 1: 2}, "012": {1: 1, 2: 2}}[scheme]
@@ -129,7 +130,7 @@ def _numeric(value: Any, scheme: str) -> tuple[Choice | None, bool]:
     if scheme == "auto" and value == 0:
         raise InputError(f"label 0 is ambiguous: say what each value means with a value map, e.g. {SUGGESTED_MAP}")
     if scheme == "auto":
-        raise InputError(f"label must be 1 or 2 (or A/B, 'A>B', model_a/model_b, 'tie'), got {value!r}; "
+        raise InputError("label must be 1 or 2 (or A/B, 'A>B', model_a/model_b, 'tie'), got another number; "
                          f"or say what each value means, e.g. {SUGGESTED_MAP}")
-    raise InputError(f"label {value!r} is not valid under --labels {scheme} ({LABEL_SCHEMES[scheme]}); "
+    raise InputError(f"label ({value_kind(value)}) is not valid under --labels {scheme} ({LABEL_SCHEMES[scheme]}); "
                      f"say what each value means instead, e.g. {SUGGESTED_MAP}")

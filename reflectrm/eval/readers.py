@@ -9,6 +9,8 @@ the row (its line in a JSONL file, its 1-based position in the other formats). E
 before it happens (`reflectrm.inputs`): a FIFO or device is refused at once, a line or a file past its
 bound is refused after reading the bound, and Parquet is checked from its metadata and read in batches.
 An id is kept as written (`0`, `false` and `0.0` are ids, never replaced by a content hash).
+A refusal names the row and the field, never a cell's value: a reader may be pointed at a file its
+caller may not read (the app's Evaluate tab), and a message is all it would see of it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text
+from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text, value_kind
 from reflectrm.errors import InputError, require
 from reflectrm.eval.labels import check_scheme, read_label
 from reflectrm.inputs import MAX_ROWS, byte_lines, check_text, decode, loads, open_regular, read_text
@@ -170,7 +172,7 @@ def load_pairs(
                     if for_judging else ():
                 check_text(text, where="")
             if pair.id in seen:
-                raise InputError(f"id {pair.id!r} is also row {seen[pair.id]}: give every pair a unique id")
+                raise InputError(f"its id is also row {seen[pair.id]}'s: give every pair a unique id")
         except InputError as exc:
             if not skip_invalid:
                 raise InputError(f"{path}: row {number}: {exc}") from None
@@ -233,7 +235,7 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
         out[field] = value
     if _truthy(_clean(row.get("tie"))) and "tie" not in out:  # `tie: true` as `judge --input` reads it
         if out.get("label") not in (None, "", "tie"):
-            raise InputError(f"'tie' is true but label is {out['label']!r}: drop one")
+            raise InputError("'tie' is true but a label is given: drop one")
         out.pop("label", None)
         out["tie"] = True
     if isinstance(out.get("messages"), str):
@@ -273,7 +275,7 @@ def _truthy(value: Any) -> bool:
         return False
     if isinstance(value, (int, float)) and value in (0, 1):
         return bool(value)
-    raise InputError(f"'tie' must be true or false, got {value!r}")
+    raise InputError(f"'tie' must be true or false, got {value_kind(value)}")
 
 
 def _clean(value: Any) -> Any:

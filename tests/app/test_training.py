@@ -146,7 +146,8 @@ def test_the_form_offers_the_paper_s_settings_for_a_model_that_is_not_the_demo_j
         pytest.param({"snapshot": "empty"}, InputError, "holds no examples", id="empty-snapshot"),
         pytest.param({"max_steps": 0}, InputError, "at least 1", id="zero-steps"),
         pytest.param({"base_model": "  "}, InputError, "give a base model", id="no-model"),
-        pytest.param({"base_model": "/no/such/model"}, InputError, "does not exist", id="missing-model-path"),
+        pytest.param({"base_model": "/no/such/model"}, InputError, "outside the app's data folder",
+                     id="model-path-outside-the-data-folder"),  # refused alike whether or not it exists
         # GRPO compares a group: one sample per prompt has no advantage to learn from
         pytest.param({"num_generations": 1}, ConfigError, "num_generations must be", id="group-of-one"),
         pytest.param({"learning_rate": 0.0}, ConfigError, "learning_rate must be > 0", id="zero-lr"),
@@ -341,8 +342,8 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
 
 @pytest.mark.slow
 def test_a_crashed_run_is_failed_with_its_log(train_services: AppServices, tmp_path: Path) -> None:
-    not_a_model = tmp_path / "not-a-model"
-    not_a_model.mkdir()
+    not_a_model = train_services.data_root / "not-a-model"  # a base model typed as a path lies in the data folder
+    not_a_model.mkdir(parents=True)
     (not_a_model / "config.json").write_text("{}")  # a folder that exists, but holds no model: the worker crashes
     run = train_services.training.start(request(base_model=str(not_a_model)))
     view = wait_for(train_services, run.id, finished, timeout_s=180)

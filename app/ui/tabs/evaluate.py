@@ -32,7 +32,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     with gr.Row():
         benchmark = gr.Dropdown(evals.choices(), value="demo", label="Benchmark or data set", allow_custom_value=False,
                                 elem_id="eval-benchmark")
-        data = gr.Textbox(label="Local file or folder", placeholder="e.g. /data/judgebench",
+        data = gr.Textbox(label="Local file or folder (in the app's data folder)", placeholder="e.g. judgebench",
                           elem_id="eval-data")
         subset = gr.Textbox(label="Subset", elem_id="eval-subset")
         limit = gr.Number(20, label="Pairs at most (empty: every pair)", elem_id="eval-limit")
