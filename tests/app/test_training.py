@@ -149,7 +149,7 @@ def test_the_form_offers_the_paper_s_settings_for_a_model_that_is_not_the_demo_j
         pytest.param({"base_model": "/no/such/model"}, InputError, "does not exist", id="missing-model-path"),
         # GRPO compares a group: one sample per prompt has no advantage to learn from
         pytest.param({"num_generations": 1}, ConfigError, "num_generations must be", id="group-of-one"),
-        pytest.param({"learning_rate": 0.0}, ConfigError, "learning_rate must be > 0", id="zero-lr"),
+        pytest.param({"learning_rate": 0.0}, ConfigError, "learning_rate must be a finite number > 0", id="zero-lr"),
         pytest.param({"decay_over_time": True}, InputError, "needs a budget", id="decay-without-budget"),
         pytest.param({"max_minutes": -1.0}, InputError, "minutes >= 0", id="negative-budget"),
         pytest.param({"precision": "fp8"}, InputError, "precision must be one of auto, bf16, fp32", id="precision"),
