@@ -125,6 +125,7 @@ def resume_run(run_dir: str | Path, *, max_steps: int | None = None, env: Mappin
     files = RunFiles(Path(run_dir))
     if not files.run.exists():
         raise InputError(f"{files.root} holds no run to resume: start one with start_run")
+    run_spec(files.root)  # a damaged run.json refused here, not in the worker's log
     _check_free(files)
     if (resumable := last_checkpoint(files.root)) is not None:  # refused here, before a write, not in the worker's log
         check_checkpoint(resumable)
