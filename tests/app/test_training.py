@@ -341,9 +341,13 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
 
 @pytest.mark.slow
 def test_a_crashed_run_is_failed_with_its_log(train_services: AppServices, tmp_path: Path) -> None:
+    import shutil
+
+    # every file a model folder needs, so the start passes its checks, but weights that are not safetensors: the
+    # worker crashes loading them (a folder without a model_type is now refused before a worker starts)
     not_a_model = tmp_path / "not-a-model"
-    not_a_model.mkdir()
-    (not_a_model / "config.json").write_text("{}")  # a folder that exists, but holds no model: the worker crashes
+    shutil.copytree(DEMO_MODEL_DIR, not_a_model)
+    (not_a_model / "model.safetensors").write_bytes(bytes(range(256)) * 64)
     run = train_services.training.start(request(base_model=str(not_a_model)))
     view = wait_for(train_services, run.id, finished, timeout_s=180)
     assert view.progress.state == "failed"
