@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 
+from reflectrm.backends.config import BackendConfig
 from reflectrm.cli import add_access_flags, add_backend_flags, engine_options
 from reflectrm.display import printable
 
@@ -56,6 +57,8 @@ def cmd_app(args: argparse.Namespace) -> int:
         from reflectrm.backends.engine import EngineConfig
 
         EngineConfig.from_kwargs(dict(settings.generation.engine))
+    generation = settings.generation  # a model folder without its tokenizer, or --device cuda on a CPU build: one
+    BackendConfig(model=generation.model, backend=generation.backend, device=generation.device).check_ready()  # line
     from reflectrm_app.services import AppServices
     from reflectrm_app.ui.blocks import build_app, launch_options
     from reflectrm.serving.hosts import exposure_warning

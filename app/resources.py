@@ -100,6 +100,7 @@ class ModelHolder:
         self._lock = threading.Lock()  # guards the fields; held while the first load runs
         self._switching = threading.Lock()  # one switch at a time
         self._backend: Backend | None = None
+        self._error = ""  # why the last load failed ("" after a load that worked): the header shows it
 
     @property
     def name(self) -> str:
@@ -107,11 +108,21 @@ class ModelHolder:
         with self._lock:
             return self._name
 
+    @property
+    def error(self) -> str:
+        """Why the judge failed to load, in one line ("" when it loaded, or has not been tried)."""
+        return self._error
+
     def get(self) -> Backend:
         with self._lock:
             if self._backend is None:
                 started = time.perf_counter()
-                self._backend = self._load(self._loader)
+                try:
+                    self._backend = self._load(self._loader)
+                except ReflectRMError as exc:
+                    self._error = " ".join(str(exc).split())
+                    raise
+                self._error = ""
                 log.info("model loaded and warmed up in %.1fs", time.perf_counter() - started)
             return self._backend
 

@@ -238,8 +238,10 @@ class AppServices:
         return self.model.name or self.settings.generation.model or str(DEMO_MODEL_DIR)
 
     def active_judge_label(self) -> str:
-        """The active judge as the header shows it: its name and weights revision, not the host's absolute path."""
-        return judge_label(self.active_judge())
+        """The active judge as the header shows it: its name and weights revision, not the host's absolute path;
+        and, when it failed to load (damaged weights, found in the background at start-up), why."""
+        label = judge_label(self.active_judge())
+        return f"{label} · failed to load: {self.model.error}" if self.model.error else label
 
     def use_judge(self, run_id: int, checkpoint: str) -> str:
         """Make a training run's checkpoint the judge every later judgment uses; returns its path.

@@ -63,6 +63,13 @@ class GenerationSettings(BaseModel):
         EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
         return value
 
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        from reflectrm.backends.preflight import check_device_name  # stdlib only
+
+        return check_device_name(value, name="device")
+
     @field_validator("cpu_threads")
     @classmethod
     def _thread_count(cls, value: int | None) -> int | None:

@@ -247,8 +247,12 @@ def backend_config(args: argparse.Namespace) -> BackendConfig:
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`load_backend`'s keyword options from the engine flags and --threads, checked before anything loads."""
-    return {**engine_options(args), **backend_config(args).load_options()}
+    """`load_backend`'s keyword options from the engine flags and --threads, checked before anything loads (the
+    model folder and the device too: `BackendConfig.check_ready`)."""
+    config = backend_config(args)
+    options = {**engine_options(args), **config.load_options()}
+    config.check_ready()
+    return options
 
 
 def load_judge(args: argparse.Namespace) -> Any:

@@ -35,6 +35,14 @@ class DiskFull(ReflectRMError):
     """The disk filled up while writing (a checkpoint, a report); the message names where and how to go on."""
 
 
+class ModelFolderError(BackendError, InputError):
+    """A model folder lacks a file a loader needs, or holds a damaged one; the message names it and the fix."""
+
+
+class DeviceError(BackendError, InputError):
+    """A device that this machine or its torch build lacks (`--device cuda` on a CPU build)."""
+
+
 class Cancelled(ReflectRMError):
     """The work was stopped on request (a Stop button, Ctrl-C); nothing half-done was recorded."""
 

@@ -243,7 +243,7 @@ CASES = [
     pytest.param(["train", "--data", "{w}/missing", "--output", "{w}/r"], "does not exist", id="train-data-missing"),
     pytest.param(["train", "--data", "{w}/data", "--output", "{w}/r", "--model", "{w}/no-model"], "does not exist",
                  id="train-model-missing"),
-    pytest.param(["train", "--data", "{w}/data", "--output", "{w}/r", "--batch-size", "0"], "positive integer",
+    pytest.param(["train", "--data", "{w}/data", "--output", "{w}/r", "--batch-size", "0"], "batch_size must be a whole number",
                  id="train-batch-size-0"),
     # --- train-status: a typo used to read as an "interrupted" run, exit 0 ---------------------------
     pytest.param(["train-status", "{w}/missing"], "does not exist", id="train-status-missing"),

@@ -13,7 +13,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from reflectrm.defaults import check_threads, default_threads
+from reflectrm.backends.preflight import check_device_available, check_device_name, check_model_folder
+from reflectrm.defaults import check_threads, default_model, default_threads
 from reflectrm.errors import ConfigError
 
 BACKENDS = ("transformers", "vllm", "openai")
@@ -56,11 +57,23 @@ class BackendConfig:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend {self.backend!r} is unknown: use one of {', '.join(BACKENDS)}")
+        check_device_name(self.device, name="device")
         if self.threads is not None and self.threads != "auto":
             check_threads(self.threads, name="threads")
         if self.threads is not None and self.backend != "transformers":
             raise ConfigError(f"--threads sets the transformers backend's CPU threads; --backend {self.backend} "
                               "runs its own: drop --threads")
+
+    def check_ready(self) -> None:
+        """Refuse, before anything loads, a local model folder that lacks a file and a device this machine lacks.
+
+        The transformers backend checks a device other than auto or cpu (importing torch for it); the vllm backend
+        checks the folder only (it picks its own device); an openai server's model is the server's business."""
+        if self.backend == "openai":
+            return
+        check_model_folder(default_model(self.model))
+        if self.backend == "transformers":
+            check_device_available(self.device)
 
     def load_options(self) -> dict[str, Any]:
         """`load_backend`'s `threads` for the transformers backend ({} when torch keeps its own setting)."""

@@ -15,19 +15,23 @@ Why a decode loop of its own instead of `generate()`:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import pickle
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams, StopCheck
 from reflectrm.backends.cpu_decode import growing_cache, use_gqa_attention
+from reflectrm.backends.preflight import check_device_available, check_model_folder
 from reflectrm.core.types import ChatMessage, messages_to_dicts
 from reflectrm.defaults import check_threads
-from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, require
+from reflectrm.errors import (BackendError, ConfigError, ContextLengthError, GenerationCancelled, ReflectRMError,
+                              require)
 
 log = logging.getLogger(__name__)
 
@@ -91,23 +95,21 @@ class TransformersBackend:
         """Load a model by Hugging Face id or local path; bf16 on CUDA, fp32 on CPU by default."""
         torch = require("torch", extra="train")
         transformers = require("transformers", extra="train")
+        check_device_available(device)  # before minutes of loading: "Torch not compiled with CUDA enabled" came last
+        check_model_folder(model_id)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         torch_dtype = {"auto": torch.bfloat16 if device.startswith("cuda") else torch.float32,
                        "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
         local = Path(model_id).expanduser()
-        if not local.is_dir() and (model_id.startswith((".", "/", "~")) or model_id.count("/") > 1):
-            raise BackendError(f"model path {model_id!r} does not exist: pass --model a saved model folder or a Hugging Face id")
         source = str(local) if local.is_dir() else model_id
-        try:
+        with loading(model_id, "tokenizer"):
             tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+        if tokenizer.chat_template is None:  # apply_chat_template raised a ValueError at the first judgment
+            raise BackendError(f"model {model_id!r} has no chat template (chat_template.jinja, or chat_template in "
+                               "tokenizer_config.json): the judge's prompts are chat messages; pass a chat model")
+        with loading(model_id, "model"):
             model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
-        except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BackendError(
-                f"cannot load model {model_id!r} ({first[:160]}): pass --model a local model folder, "
-                "or a Hugging Face id on a machine that can reach the Hub"
-            ) from exc
         tokenizer.padding_side = "left"  # not persisted by transformers 5
         model.to(device)
         return cls(model, tokenizer, model_id=model_id, model_revision=weights_revision(source), **kw)
@@ -365,6 +367,36 @@ class ThreadTuner:
             chosen = min(self.best, key=self.best.__getitem__)
             self.interval = min(self.interval * 2, self.PROBE_MAX) if chosen == self.chosen else self.PROBE_EVERY
             self.chosen, self.countdown, self.probe_step = chosen, self.interval, -1
+
+
+def load_errors() -> tuple[type[BaseException], ...]:
+    """What the Hugging Face loaders raise for a file they cannot read: a missing or damaged config, tokenizer or
+    weight file, no network for a Hub id; also a tensor whose shape the config does not give (RuntimeError)."""
+    errors: list[type[BaseException]] = [OSError, ValueError, TypeError, KeyError, EOFError, RuntimeError,
+                                         pickle.UnpicklingError]
+    with contextlib.suppress(ImportError):
+        from safetensors import SafetensorError  # a truncated or overwritten .safetensors file
+
+        errors.append(SafetensorError)
+    return tuple(errors)
+
+
+@contextlib.contextmanager
+def loading(model_id: str, part: str) -> Iterator[None]:
+    """Map a loader's failure on `model_id`'s `part` (model, tokenizer) to one `BackendError` line naming the fix."""
+    try:
+        yield
+    except load_errors() as exc:
+        if isinstance(exc, ReflectRMError):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        detail = f"{type(exc).__name__}: {first[:160]}" if first else type(exc).__name__
+        what = f"model {model_id!r}" if part == "model" else f"the {part} of model {model_id!r}"
+        raise BackendError(
+            f"cannot load {what} ({detail}): its files are missing or damaged, or it is not "
+            "on this machine; copy the model folder again, pass --model another folder, or a Hugging Face id on a "
+            "machine that can reach the Hub"
+        ) from exc
 
 
 def _check_stop(should_stop: StopCheck | None, where: str) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from reflectrm.backends.preflight import check_model_folder
 from reflectrm.backends.cpu_decode import cpu_has_bf16
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams
 from reflectrm.backends.engine import EngineConfig
@@ -72,6 +73,7 @@ class VLLMBackend:
     @classmethod
     def from_pretrained(cls, model_id: str, *, config: EngineConfig | None = None, **_: Any) -> VLLMBackend:
         """Build the engine for a local folder or Hugging Face id (`config`: dtype, parallelism, memory)."""
+        check_model_folder(model_id)  # a missing tokenizer or config named before the engine starts
         vllm = _import_vllm()
         config = config or EngineConfig()
         kwargs = engine_kwargs(config)  # a bad combination fails before the engine starts

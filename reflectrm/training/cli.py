@@ -230,7 +230,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     model = default_model(args.model)
-    check_train_inputs(args.data, model=model, output_dir=args.output, config=config)
+    check_train_inputs(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh)
     if args.detach:
         from reflectrm.training import jobs
 
@@ -323,6 +323,9 @@ def cmd_train_status(args: argparse.Namespace) -> int:
                         f"{' (LoRA adapter)' if c.lora else ''}"))
     if p.error:
         print(printable(f"  error: {p.error}"))
+    if p.skipped_metrics:  # a torn last line is what a killed run leaves: the rest still reads
+        print(f"  note: {p.skipped_metrics} line(s) of metrics.jsonl could not be read (cut off or damaged) and are "
+              "left out")
     return 0
 
 

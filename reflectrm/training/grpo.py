@@ -21,27 +21,80 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from reflectrm.backends.preflight import check_device_available, check_model_folder
 from reflectrm.core.config import check_positive_int, check_seed, counting, seed_number, strict_from_dict
 from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, DiskFull, InputError, require
 from reflectrm.locks import exclusive
 from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
-from reflectrm.training.runs import RunFiles, last_checkpoint, now_iso, process_start
+from reflectrm.training.runs import RunFiles, check_checkpoint, last_checkpoint, now_iso, process_start
 
 log = logging.getLogger(__name__)
 
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
+"""How a module LoRA adapts is named (q_proj, or a dotted path such as mlp.down_proj)."""
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 TIME_DECAY = "linear-time"  # TrainConfig.lr_scheduler: linear decay to 0 over the time budget
+
+
+MAX_GROUP = 64
+"""The most completions GRPO samples per prompt (`num_generations`): a group is generated together, so its KV cache
+and logits grow with it (a group of 100,000 grew until the OOM killer ended the run); the paper uses 8."""
+MAX_COMPLETION_TOKENS = 32768  # max_completion_length: past any judge's analysis, and a group's cache grows with it
+MAX_STEPS = 10**9  # step counts (max_steps, save_steps, logging_steps): a trillion steps is a typo, not a plan
+MAX_LORA_R = 1024  # a rank past the model's width adds nothing but memory (the paper's LoRA-free runs need none)
+
+
+def _number(value: Any) -> bool:
+    """A real, finite number (not a bool, nan or inf): what every numeric training option must be first."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+NUMBER_RULES: Mapping[str, tuple[Any, str]] = MappingProxyType({
+    # field: (the check, after `_number`; what the message asks for)
+    "learning_rate": (lambda v: 0 < v <= 1, "a finite number > 0 and at most 1 (paper: 1e-6)"),
+    "temperature": (lambda v: 0 < v <= 100, "a finite number > 0 and at most 100 (GRPO samples; paper: 1.0)"),
+    "epochs": (lambda v: 0 <= v <= 1e6, "a finite number of passes from 0 to 1,000,000 (paper: 3)"),
+    "warmup_steps": (lambda v: v >= 0 and (v < 1 or float(v).is_integer()),
+                     "a finite number >= 0: a whole number of steps, or a share of them below 1 (0: no warm-up)"),
+    "weight_decay": (lambda v: 0 <= v <= 1, "a finite number from 0 to 1 (AdamW's decoupled decay; 0: none)"),
+    "max_grad_norm": (lambda v: v >= 0, "a finite number >= 0 (0: no gradient clipping)"),
+    "lora_dropout": (lambda v: 0 <= v < 1, "a share from 0 up to (not including) 1 (1 drops the whole LoRA path)"),
+    "vllm_gpu_memory_utilization": (lambda v: 0 < v <= 1, "a share of each GPU's memory above 0 and at most 1"),
+})
+"""The numeric `TrainConfig` options TRL, transformers and peft take unchecked (a negative warm-up, a LoRA dropout of
+2), with their bounds: checked when the config is made, never first inside the trainer."""
+
+WHOLE_RULES: Mapping[str, tuple[int, int, str]] = MappingProxyType({
+    # field: (least, most, why the most)
+    "num_generations": (2, MAX_GROUP, "GRPO compares a group of completions per prompt and generates it at once, so "
+                                      "memory grows with it (paper: 8)"),
+    "batch_size": (1, 1 << 16, "prompts per optimizer step (paper: 64)"),
+    "per_device_batch_size": (1, 1 << 16, "completions per forward/backward pass"),
+    "max_completion_length": (1, MAX_COMPLETION_TOKENS, "tokens per completion (paper: 1024)"),
+    "save_steps": (1, MAX_STEPS, "steps between checkpoints"),
+    "logging_steps": (1, MAX_STEPS, "steps between metrics lines"),
+    "lora_r": (1, MAX_LORA_R, "the LoRA rank; a rank past the model's width adds nothing but memory"),
+    "lora_alpha": (1, 1 << 16, "the LoRA scaling numerator"),
+    "completions_to_record": (0, 1000, "sampled completions kept per step for watchers"),
+    "min_analysis_chars": (0, 1 << 20, "0: no format requirement"),
+})
+"""The whole-number `TrainConfig` options, with the range each may take."""
 
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -108,28 +161,43 @@ class TrainConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "reward_weights", dict(self.reward_weights))
         object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
-        for name in ("batch_size", "per_device_batch_size", "max_completion_length", "save_steps", "logging_steps",
-                     "lora_r"):
-            check_positive_int(name, getattr(self, name))
+        self._check_numbers()
         check_seed("seed", self.seed)
-        if not isinstance(self.num_generations, int) or self.num_generations < 2:
-            raise ConfigError(f"num_generations must be an integer >= 2 (GRPO compares a group), got {self.num_generations!r}")
-        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
-            raise ConfigError(f"learning_rate must be > 0 (paper: 1e-6), got {self.learning_rate!r}")
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0 (GRPO samples; paper: 1.0), got {self.temperature!r}")
         if self.cpu_threads is not None:
             check_positive_int("cpu_threads", self.cpu_threads)
-        if self.max_time_s is not None and not self.max_time_s > 0:
-            raise ConfigError(f"max_time_s must be > 0 seconds (or None: no budget), got {self.max_time_s!r}")
-        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or not (
-            self.max_steps == -1 or self.max_steps >= 1
-        ):  # 0 and other negatives used to mean "all epochs" silently
-            raise ConfigError(
-                f"max_steps must be a whole number >= 1 (or -1: run for `epochs`), got {self.max_steps!r}"
-            )
+        if self.max_time_s is not None and not (_number(self.max_time_s) and self.max_time_s > 0):
+            raise ConfigError(f"max_time_s must be a finite number of seconds > 0 (or None: no budget), "
+                              f"got {self.max_time_s!r}")
+        if not _whole(self.max_steps) or not (self.max_steps == -1 or 1 <= self.max_steps <= MAX_STEPS):
+            # 0 and other negatives used to mean "all epochs" silently
+            raise ConfigError(f"max_steps must be a whole number from 1 to {MAX_STEPS:,} (or -1: run for `epochs`), "
+                              f"got {self.max_steps!r}")
         if self.max_steps == -1 and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 when max_steps is unset, got {self.epochs!r}")
+        if self.max_steps > 0 and self.warmup_steps >= 1 and self.warmup_steps > self.max_steps:
+            raise ConfigError(f"warmup_steps ({self.warmup_steps:g}) is longer than the run (max_steps "
+                              f"{self.max_steps}): lower --warmup-steps, or give a share below 1")
+        if self.save_total_limit is not None and not (_whole(self.save_total_limit) and self.save_total_limit >= 1):
+            raise ConfigError(f"save_total_limit must be a whole number >= 1 (or None: keep every checkpoint), "
+                              f"got {self.save_total_limit!r}")
+        self._check_names()
+
+    def _check_numbers(self) -> None:
+        """Every numeric option within its bounds (`NUMBER_RULES`, `WHOLE_RULES`): one line naming it and the range."""
+        for name, (least, most, why) in WHOLE_RULES.items():
+            value = getattr(self, name)
+            if not (_whole(value) and least <= value <= most):
+                raise ConfigError(f"{name} must be a whole number from {least} to {most:,}, got {value!r}: {why}")
+        for name, (ok, wanted) in NUMBER_RULES.items():
+            value = getattr(self, name)
+            if not (_number(value) and ok(value)):
+                raise ConfigError(f"{name} must be {wanted}, got {value!r}")
+        if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and 0 <= self.beta < math.inf):
+            raise ConfigError(f"beta (the KL coefficient) must be a finite number >= 0 (0: no KL term), "
+                              f"got {self.beta!r}")
+
+    def _check_names(self) -> None:
+        """The options that name something: rewards, the loss, the modules LoRA adapts, the device."""
         unknown = sorted(name for name in self.reward_weights if name not in REWARDS)
         if unknown or not self.reward_weights:
             raise ConfigError(f"reward_weights names {unknown or 'nothing'}: use names from {sorted(REWARDS)} "
@@ -139,19 +207,16 @@ class TrainConfig:
         if self.loss_type not in LOSS_TYPES:
             raise ConfigError(f"loss_type must be one of {', '.join(LOSS_TYPES)} (the original GRPO: 'grpo'; TRL's "
                               f"default: 'dapo'), got {self.loss_type!r}")
-        if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and 0 <= self.beta < math.inf):
-            raise ConfigError(f"beta (the KL coefficient) must be a finite number >= 0 (0: no KL term), "
-                              f"got {self.beta!r}")
         if self.scale_rewards not in ("group", "batch", "none"):
             raise ConfigError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
-        if isinstance(self.min_analysis_chars, bool) or not isinstance(self.min_analysis_chars, int) \
-                or self.min_analysis_chars < 0:
-            raise ConfigError(f"min_analysis_chars must be a whole number >= 0 (0: no format requirement), "
-                              f"got {self.min_analysis_chars!r}")
         if self.vllm_mode not in ("colocate", "server"):
             raise ConfigError(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if not isinstance(self.device, str) or not re.fullmatch(r"auto|cpu|cuda(:\d{1,4})?", self.device):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        bad = [m for m in self.lora_target_modules if not (isinstance(m, str) and MODULE_NAME.fullmatch(m))]
+        if bad or not self.lora_target_modules:
+            raise ConfigError(f"lora_target_modules must name one or more modules (e.g. q_proj,v_proj), got "
+                              f"{(bad or ['nothing'])[0]!r}")
 
     @property
     def completions_per_step(self) -> int:
@@ -264,16 +329,47 @@ def check_run_folder(output_dir: str | Path) -> None:
         raise InputError(f"cannot write the run folder {str(root)!r}: {str(existing)!r} is not writable")
 
 
-def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, config: TrainConfig) -> None:
-    """Every precondition of a run that needs no model: checked before the run folder is made or touched."""
+def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, config: TrainConfig,
+                       resume: bool = False) -> None:
+    """Every precondition of a run that needs no weights loaded: checked before the run folder is made or touched.
+
+    The device and the model folder are checked as a judge's are; with `resume`, the checkpoint it resumes from;
+    with LoRA, that the model has the modules it names (from its config alone: no weights are read)."""
     check_run_folder(output_dir)
     check_lr_scheduler(config.lr_scheduler)
     check_model(model)
+    check_device_available(config.device, name="--device")
+    config.accumulation_steps(int(os.environ.get("WORLD_SIZE", "1")))  # else TRL's ValueError, after the model loads
     if config.cpu_threads is not None:  # here, not in TrainConfig: a run made on a bigger machine still reads
         check_threads(config.cpu_threads, name="cpu_threads")
     if not Path(data).is_dir():
         raise InputError(f"dataset {str(data)!r} does not exist: pass a folder written by `reflectrm build-data` "
                          "or an export with --format hf")
+    if resume and (resumable := last_checkpoint(output_dir)) is not None:
+        check_checkpoint(resumable)
+    if config.lora:
+        check_lora_targets(model, config.lora_target_modules)
+
+
+def check_lora_targets(model: str, targets: Sequence[str]) -> None:
+    """Refuse LoRA target modules the model lacks (peft's ValueError came after the model loaded), naming some it has.
+
+    The model is built from its config on torch's meta device: module names without reading a weight."""
+    torch = require("torch", extra="train")
+    transformers = require("transformers", extra="train")
+    from reflectrm.backends.transformers_backend import loading
+
+    with loading(model, "config"):
+        model_config = transformers.AutoConfig.from_pretrained(model)
+    with torch.device("meta"):
+        skeleton = transformers.AutoModelForCausalLM.from_config(model_config)
+    adaptable = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d)
+    names = [n for n, m in skeleton.named_modules() if isinstance(m, adaptable) or type(m).__name__ == "Conv1D"]
+    missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        short = sorted({n.rsplit(".", 1)[-1] for n in names})
+        raise ConfigError(f"lora_target_modules names {missing[0]!r}, which model {model!r} lacks: use its layers "
+                          f"that LoRA can adapt, such as {', '.join(short[:8])}")
 
 
 def lora_config(config: TrainConfig) -> Any:
@@ -292,9 +388,9 @@ def load_tokenizer(model: str) -> Any:
 
 
 def check_model(model: str) -> None:
-    """Fail early, with the fix, on a model path that does not exist (a Hub id is left to the loader)."""
-    if not Path(model).expanduser().is_dir() and (model.startswith((".", "/", "~")) or model.count("/") > 1):
-        raise InputError(f"model path {model!r} does not exist: pass --model a saved model folder or a Hugging Face id")
+    """Fail early, with the fix, on a model path that does not exist or a folder that lacks its config, tokenizer or
+    weights (`ModelFolderError`, an `InputError`); a Hub id is left to the loader."""
+    check_model_folder(model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -333,7 +429,7 @@ def train(
     The run folder records status, metrics and completions as it goes; a failure is recorded as
     `failed` with its error before the exception propagates.
     """
-    check_train_inputs(data, model=model, output_dir=output_dir, config=config)
+    check_train_inputs(data, model=model, output_dir=output_dir, config=config, resume=resume)
     files = RunFiles(Path(output_dir))
     main = _is_main_process()  # under accelerate launch every process runs this; one writes the status
     with contextlib.ExitStack() as stack:

@@ -33,6 +33,8 @@ from reflectrm.training.runs import (
     Checkpoint,
     RunFiles,
     RunProgress,
+    check_checkpoint,
+    last_checkpoint,
     list_checkpoints,
     now_iso,
     pid_alive,
@@ -123,7 +125,10 @@ def resume_run(run_dir: str | Path, *, max_steps: int | None = None, env: Mappin
     files = RunFiles(Path(run_dir))
     if not files.run.exists():
         raise InputError(f"{files.root} holds no run to resume: start one with start_run")
+    run_spec(files.root)  # a damaged run.json refused here, not in the worker's log
     _check_free(files)
+    if (resumable := last_checkpoint(files.root)) is not None:  # refused here, before a write, not in the worker's log
+        check_checkpoint(resumable)
     if max_steps is not None:
         spec = run_spec(files.root)
         spec["config"] = TrainConfig.from_dict(spec["config"]).with_(max_steps=max_steps).to_dict()
@@ -213,6 +218,13 @@ def run_spec(run_dir: str | Path) -> dict[str, Any]:
     """What a run trains: {data, model, config (a TrainConfig dict), created_at}."""
     files = RunFiles(Path(run_dir))
     try:
-        return json.loads(files.run.read_text(encoding="utf-8"))
+        spec = json.loads(files.run.read_bytes())
     except FileNotFoundError:
         raise InputError(f"{files.root} holds no run (no run.json)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        spec = None
+    if not (isinstance(spec, dict) and isinstance(spec.get("config"), dict) and isinstance(spec.get("model"), str)
+            and isinstance(spec.get("data"), str)):
+        raise InputError(f"{files.run} is damaged (not the JSON object `reflectrm train` wrote): start the run again "
+                         "in a new folder")
+    return spec

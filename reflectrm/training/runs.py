@@ -21,6 +21,7 @@ import math
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -74,7 +75,9 @@ class RunFiles:
         return self.root / "final"
 
     def read_status(self) -> dict[str, Any]:
-        return _read_json(self.status)
+        """status.json, its known fields of the wrong type left out (a damaged file reads as a run that says little)."""
+        status = _read_json(self.status)
+        return {k: v for k, v in status.items() if k not in STATUS_TYPES or _typed(v, STATUS_TYPES[k])}
 
     def update_status(self, **changes: Any) -> dict[str, Any]:
         """Merge `changes` into status.json (written to a temporary file, then renamed: never torn)."""
@@ -91,11 +94,35 @@ def _finite(value: Any) -> Any:
     return float(value) if hasattr(value, "__float__") else str(value)
 
 
+STATUS_TYPES: Mapping[str, str] = {
+    "state": "str", "error": "str", "pid_start": "str", "pid": "count", "step": "count", "first_step": "count",
+    "total_steps": "count", "started_unix": "time", "finished_unix": "time", "updated_unix": "time",
+    "step_unix": "time", "pace_since_unix": "time", "deadline_unix": "time",
+}
+"""The status fields a watcher computes with, by kind: a count is a whole number from 0 to 2**63-1, a time a finite
+number (a status.json edited by hand or damaged on disk must not crash `train-status`, the app or a resume)."""
+
+
+def _typed(value: Any, kind: str) -> bool:
+    if value is None:
+        return True
+    if kind == "str":
+        return isinstance(value, str)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if kind == "count":
+        return isinstance(value, int) and 0 <= value < 1 << 63
+    return math.isfinite(value)
+
+
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file; {} when it is missing or damaged (not JSON, not UTF-8, not an object)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        data = json.loads(path.read_bytes())
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError, json.JSONDecodeError,
+            RecursionError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
@@ -104,19 +131,59 @@ def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read_jsonl(path: Path, *, last: int | None = None) -> list[dict[str, Any]]:
-    """Rows of a JSONL file that may be mid-write: a torn last line is skipped."""
+MAX_LINE_BYTES = 1 << 20
+"""A run file's line past this is damage, not a metrics row: skipped, never held in memory whole."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The rows of a JSONL run file, and how many of its lines could not be read (torn, damaged, not objects)."""
+
+    rows: list[dict[str, Any]]
+    skipped: int = 0
+
+
+def read_rows(path: Path, *, last: int | None = None) -> Rows:
+    """The JSON-object lines of a run file that may be mid-write or damaged, in bounded memory.
+
+    A torn last line (what a killed run leaves), a line that is not UTF-8 or not JSON, and one past
+    `MAX_LINE_BYTES` are skipped and counted. `last`: only the last N lines are kept and read."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    rows = []
-    for line in lines[-last:] if last else lines:
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
+        fh = path.open("rb")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return Rows([])
+    with fh:
+        lines: deque[bytes | None] = deque(maxlen=last or None)
+        while raw := fh.readline(MAX_LINE_BYTES + 1):
+            if len(raw) > MAX_LINE_BYTES:  # the rest of an overlong line is read past, a block at a time
+                while not raw.endswith(b"\n") and (raw := fh.readline(MAX_LINE_BYTES + 1)):
+                    pass
+                lines.append(None)
+            elif raw.strip():
+                lines.append(raw)
+    rows, skipped = [], 0
+    for raw in lines:
+        row = _json_object(raw)
+        if row is None:
+            skipped += 1
+        else:
+            rows.append(row)
+    return Rows(rows, skipped)
+
+
+def _json_object(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        row = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def read_jsonl(path: Path, *, last: int | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSONL file that may be mid-write: a torn last line (or a damaged one) is skipped."""
+    return read_rows(path, last=last).rows
 
 
 def process_start(pid: int) -> str | None:
@@ -134,7 +201,7 @@ def pid_alive(pid: int | None, started: str | None = None) -> bool:
     The start time guards against a recycled pid after a reboot or a long time. A zombie counts as
     alive until its parent reaps it (`TrainJob` does).
     """
-    if not pid:
+    if not pid or not isinstance(pid, int) or isinstance(pid, bool) or pid >= 1 << 31:  # a damaged status's pid
         return False
     try:
         os.kill(int(pid), 0)
@@ -171,7 +238,7 @@ def list_checkpoints(run_dir: str | Path) -> list[Checkpoint]:
     found.sort(key=lambda c: c.step)
     final = root / "final"
     if (final / "config.json").exists():
-        step = int(RunFiles(root).read_status().get("step") or (found[-1].step if found else 0))
+        step = RunFiles(root).read_status().get("step") or (found[-1].step if found else 0)
         found.append(Checkpoint(path=final, step=step, lora=False, final=True))
     return found
 
@@ -201,6 +268,7 @@ class RunProgress:
         error: why a failed run failed.
         checkpoints: saved checkpoints, then the final model.
         pid: the training process.
+        skipped_metrics: metrics.jsonl lines that could not be read and are left out.
     """
 
     run_dir: Path
@@ -217,6 +285,7 @@ class RunProgress:
     error: str = ""
     checkpoints: tuple[Checkpoint, ...] = field(default_factory=tuple)
     pid: int | None = None
+    skipped_metrics: int = 0  # metrics.jsonl lines that could not be read (a torn last line, damage): left out
 
     @property
     def finished(self) -> bool:
@@ -225,6 +294,31 @@ class RunProgress:
     @property
     def fraction(self) -> float:
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+
+def check_checkpoint(checkpoint: Checkpoint) -> None:
+    """Refuse to resume from a checkpoint whose trainer_state.json is damaged (the trainer's traceback came after the
+    model loaded), naming the checkpoint and what to do."""
+    problem = _trainer_state_problem(checkpoint.path / "trainer_state.json")
+    if problem:
+        raise InputError(f"cannot resume from {checkpoint.path}: its trainer_state.json {problem}; delete that "
+                         "checkpoint folder to resume from the one before it, or start over (`train --fresh`, or a new run)")
+
+
+def _trainer_state_problem(path: Path) -> str | None:
+    try:
+        state = json.loads(path.read_bytes())
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return "is not valid JSON (cut off by a kill mid-save, or damaged)"
+    if not isinstance(state, dict):
+        return "is not a JSON object"
+    if not (_typed(state.get("global_step"), "count") and state.get("global_step") is not None):
+        return "has no step count (global_step)"
+    if not isinstance(state.get("log_history", []), list):
+        return "has a log_history that is not a list"
+    return None
 
 
 def check_run_dir(run_dir: str | Path) -> None:
@@ -242,16 +336,19 @@ def read_progress(run_dir: str | Path, *, completions: int = 16, log_chars: int 
     """A run's progress from its files (cheap: call it every second)."""
     files = RunFiles(Path(run_dir))
     status = files.read_status()
-    state = status.get("state", "starting" if files.run.exists() else "interrupted")
-    if state in ("starting", "running") and not pid_alive(status.get("pid"), status.get("pid_start")):
+    state = status.get("state") or ("starting" if files.run.exists() else "interrupted")
+    if state not in STATES or (state in ("starting", "running")
+                               and not pid_alive(status.get("pid"), status.get("pid_start"))):
         state = "interrupted"
-    metrics = _last_per_step(read_jsonl(files.metrics))
+    logged = read_rows(files.metrics)
+    metrics = _last_per_step(logged.rows)
     return RunProgress(
         run_dir=files.root, state=state, step=int(status.get("step") or 0), total_steps=status.get("total_steps"),
         elapsed_s=_elapsed(status, state), eta_s=_eta(status, state),
         loss=_curve(metrics, "loss"), reward=_curve(metrics, "reward"), metrics=tuple(metrics),
         completions=tuple(read_jsonl(files.completions, last=completions)), log_tail=_tail(files.log, log_chars),
         error=str(status.get("error") or ""), checkpoints=tuple(list_checkpoints(files.root)), pid=status.get("pid"),
+        skipped_metrics=logged.skipped,
     )
 
 
@@ -259,14 +356,13 @@ def _last_per_step(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # A resumed run logs again from its checkpoint's step: the later line for a step wins.
     by_step: dict[int, dict[str, Any]] = {}
     for row in rows:
-        if "step" in row:
-            by_step[int(row["step"])] = row
+        if _typed(row.get("step"), "count") and row.get("step") is not None:  # a step that is not a count: no point
+            by_step[row["step"]] = row
     return [by_step[s] for s in sorted(by_step)]
 
 
 def _curve(rows: list[dict[str, Any]], key: str) -> tuple[tuple[int, float], ...]:
-    return tuple((int(r["step"]), float(r[key])) for r in rows
-                 if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]))
+    return tuple((int(r["step"]), float(r[key])) for r in rows if r.get(key) is not None and _typed(r[key], "time"))
 
 
 def _elapsed(status: Mapping[str, Any], state: str) -> float:

@@ -150,7 +150,7 @@ def test_the_form_offers_the_paper_s_settings_for_a_model_that_is_not_the_demo_j
                      id="model-path-outside-the-data-folder"),  # refused alike whether or not it exists
         # GRPO compares a group: one sample per prompt has no advantage to learn from
         pytest.param({"num_generations": 1}, ConfigError, "num_generations must be", id="group-of-one"),
-        pytest.param({"learning_rate": 0.0}, ConfigError, "learning_rate must be > 0", id="zero-lr"),
+        pytest.param({"learning_rate": 0.0}, ConfigError, "learning_rate must be a finite number > 0", id="zero-lr"),
         pytest.param({"decay_over_time": True}, InputError, "needs a budget", id="decay-without-budget"),
         pytest.param({"max_minutes": -1.0}, InputError, "minutes >= 0", id="negative-budget"),
         pytest.param({"precision": "fp8"}, InputError, "precision must be one of auto, bf16, fp32", id="precision"),
@@ -342,9 +342,15 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
 
 @pytest.mark.slow
 def test_a_crashed_run_is_failed_with_its_log(train_services: AppServices, tmp_path: Path) -> None:
-    not_a_model = train_services.data_root / "not-a-model"  # a base model typed as a path lies in the data folder
-    not_a_model.mkdir(parents=True)
-    (not_a_model / "config.json").write_text("{}")  # a folder that exists, but holds no model: the worker crashes
+    import shutil
+
+    # every file a model folder needs, so the start passes its checks, but weights that are not safetensors: the
+    # worker crashes loading them (a folder without a model_type is now refused before a worker starts); a base
+    # model typed as a path lies in the data folder
+    not_a_model = train_services.data_root / "not-a-model"
+    not_a_model.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(DEMO_MODEL_DIR, not_a_model)
+    (not_a_model / "model.safetensors").write_bytes(bytes(range(256)) * 64)
     run = train_services.training.start(request(base_model=str(not_a_model)))
     view = wait_for(train_services, run.id, finished, timeout_s=180)
     assert view.progress.state == "failed"

@@ -151,10 +151,10 @@ def test_a_job_reads_a_failed_run_only_after_its_worker_has_written_its_last_wor
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        pytest.param({"num_generations": 1}, "num_generations must be an integer >= 2", id="group-of-one"),
-        pytest.param({"learning_rate": 0.0}, "learning_rate must be > 0", id="lr"),
-        pytest.param({"batch_size": 0}, "batch_size must be a positive integer", id="batch"),
-        pytest.param({"temperature": 0.0}, "temperature must be > 0", id="greedy-group"),
+        pytest.param({"num_generations": 1}, "num_generations must be a whole number from 2", id="group-of-one"),
+        pytest.param({"learning_rate": 0.0}, "learning_rate must be a finite number > 0", id="lr"),
+        pytest.param({"batch_size": 0}, "batch_size must be a whole number from 1", id="batch"),
+        pytest.param({"temperature": 0.0}, "temperature must be a finite number > 0", id="greedy-group"),
         pytest.param({"reward_weights": {"accuracy": 1.0, "lenght": 0.1}}, "reward_weights names", id="typo-reward"),
         pytest.param({"reward_weights": {}}, "reward_weights names", id="no-reward"),
         pytest.param({"scale_rewards": "yes"}, "scale_rewards", id="scale"),
