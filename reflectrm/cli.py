@@ -301,8 +301,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         raise InputError("--output needs --input FILE.jsonl")
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
-    # any pair file `eval` reads, by the same rules; a pair without a source keeps none (stored rows as before)
-    pairs = read_pairs(args.input, source="") if args.input else [_pair_from_args(args)]
+    # any pair file `eval` and `import` read, by the same rules (a row without a source is the file's, as there)
+    pairs = read_pairs(args.input) if args.input else [_pair_from_args(args)]
     with contextlib.ExitStack() as stack:
         plan = None
         if args.input is not None:  # every precondition before the model loads: it takes minutes on a real judge
