@@ -33,7 +33,7 @@ from reflectrm.display import escape_unencodable, printable
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.flags import Flag, add_config_flags
 from reflectrm.eval.readers import read_pairs
-from reflectrm.inputs import check_text
+from reflectrm.inputs import check_text, unique_keys
 from reflectrm.locks import exclusive
 
 JUDGE_FLAGS = {
@@ -283,7 +283,7 @@ def _pair_from_args(args: argparse.Namespace) -> PreferencePair:
         check_text(getattr(args, name) or "", where=f"--{name.replace('_', '-')}")
     if args.messages is not None:
         try:
-            messages = json.loads(args.messages)
+            messages = json.loads(args.messages, object_pairs_hook=unique_keys)  # a key given twice: refused
         except (json.JSONDecodeError, RecursionError) as exc:
             raise InputError(f"--messages is not valid JSON ({getattr(exc, 'msg', 'nested too deeply')}): "
                              "pass a list of {role, content} objects") from exc
