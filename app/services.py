@@ -46,7 +46,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.demo import DEMO_MODEL_DIR, Domain, MeasuredStage2, demo_domain, judge_domain, measured_stage2
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
-from reflectrm.inputs import confine
+from reflectrm.inputs import confine, unique_keys
 from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many, rejudge
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def build_pair(
     fields: dict[str, Any] = {"response_1": response_1, "response_2": response_2, "label": label}
     if messages.strip():
         try:
-            fields["messages"] = json.loads(messages)
+            fields["messages"] = json.loads(messages, object_pairs_hook=unique_keys)  # a key given twice: refused
         except json.JSONDecodeError as exc:
             raise InputError(f"the conversation is not valid JSON ({exc.msg}): give a list of "
                              '{"role": ..., "content": ...} turns ending in a user turn') from exc

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how label values are meant: " + "; ".join(f"{k}: {v}" for k, v in IMPORT_LABEL_SCHEMES.items())
                    + f"; {LABEL_MAP_HELP}")
     p.add_argument("--split", help="the split of a `datasets` folder that holds several (default: test)")
-    p.add_argument("--source", help="source name for rows without one (default: the file name)")
+    p.add_argument("--source", help="source name for rows without one (default: the file name up to its first dot)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip invalid rows (each reported with its row number and reason) instead of importing none")
     p.add_argument("--db", help=DB_HELP)

@@ -62,13 +62,13 @@ def _state_check() -> CheckConstraint:
 
 
 class Pair(Base):
-    """A query (or conversation) with two responses. Identical pairs are stored once (`pair_key`)."""
+    """A query (or conversation) with two responses, stored once per content and label (`repository.pair_key`)."""
 
     __tablename__ = "pairs"
     __table_args__ = (_choice_check("label", nullable=True), Index(None, "source", "source_id"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    pair_key: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of every field below: dedup key
+    pair_key: Mapped[str] = mapped_column(String(64), unique=True)  # repository.pair_key (older rows: every field)
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)  # PreferencePair.fingerprint(): content only
     messages: Mapped[list[dict[str, str]]] = mapped_column(JSONText())  # [{role, content}], ending in the user query
     response_1: Mapped[str]

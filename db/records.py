@@ -132,7 +132,7 @@ class SnapshotRecord:
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What an import did: pairs added, and pairs that were already stored (identical in every field)."""
+    """What an import did: pairs added, and pairs that were already stored (the same content and label)."""
 
     added: int
     already_present: int

@@ -6,6 +6,7 @@ The service that handles one user action (`reflectrm_db.services`) owns the tran
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -21,12 +22,64 @@ from reflectrm.core.types import Judgment, ParseStatus, PreferencePair, Reflecti
 
 _IN_CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
 
-# --- pairs -----------------------------------------------------------------------------------------
+# --- pairs: one identity for every command that stores one -----------------------------------------
+
+
+def label_state(pair: PreferencePair) -> str:
+    """What a pair's data says about which response is better: "1", "2", "tie", or "" (nothing)."""
+    return "tie" if pair.tie else "" if pair.label is None else str(pair.label)
 
 
 def pair_key(pair: PreferencePair) -> str:
-    """The dedup key of a pair: a hash of every field, so a pair is stored once and comes back equal."""
-    return content_hash(pair.to_dict())
+    """A pair's identity in the store: its content (conversation and both responses, in order) and its label.
+
+    Id, source and subset say where a pair came from, not what it is: `import`, `judge --input --db`,
+    `eval --db`, the app and the reward service all find one stored row for one pair, whatever each
+    names it (`find_stored_pair` says which row a pair is).
+    """
+    return content_hash([pair.fingerprint(), label_state(pair)])
+
+
+def find_stored_pair(pair: PreferencePair, stored: Sequence[PreferencePair]) -> int | None:
+    """Which of the stored pairs of the same content (oldest first) `pair` is: its index, or None (a new pair).
+
+    A pair is the oldest stored one with its label; a pair without a label is the oldest of its content
+    (it does not know the label: it is the pair whichever label the data gave); a labelled pair whose
+    content is stored only without a label (or with another) is the oldest unlabelled one, or a new row:
+    two data sets that label one pair differently keep both labels.
+    """
+    state = label_state(pair)
+    if not state:
+        return 0 if stored else None
+    states = [label_state(p) for p in stored]
+    return states.index(state) if state in states else states.index("") if "" in states else None
+
+
+def completed_pair(stored: PreferencePair, pair: PreferencePair) -> PreferencePair:
+    """The stored pair with what it lacks taken from `pair`, the same pair stored again (`find_stored_pair`).
+
+    A label, a source, a subset or an id (a stored id that is only the content hash) fill in; what the
+    stored pair already says is kept: the first to name a pair names it.
+    """
+    fills: dict[str, Any] = {}
+    if not label_state(stored) and label_state(pair):
+        fills.update(label=pair.label, tie=pair.tie)
+    if not stored.source and pair.source:
+        fills["source"] = pair.source
+    if not stored.subset and pair.subset:
+        fills["subset"] = pair.subset
+    if stored.id == stored.fingerprint()[:16] and pair.id != stored.id:
+        fills["id"] = pair.id
+    return replace(stored, **fills) if fills else stored
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One stored (or to be stored) pair row while `add_pairs` works: its id once known, and what it holds."""
+
+    id: int | None
+    pair: PreferencePair
+    changed: bool = False
 
 
 def _pair_values(pair: PreferencePair) -> dict[str, Any]:
@@ -52,15 +105,48 @@ def _insert_ignoring_duplicates(session: Session, model: type[m.Base], rows: lis
 
 
 def add_pairs(session: Session, *, pairs: Sequence[PreferencePair]) -> tuple[list[int], int]:
-    """Store pairs not stored yet. Returns (row id of each pair, in order; how many were new)."""
-    rows = [_pair_values(p) for p in pairs]
-    keys = [r["pair_key"] for r in rows]
-    before = _pair_ids(session, keys)
-    new_rows = list({r["pair_key"]: r for r in rows if r["pair_key"] not in before}.values())
-    if new_rows:
-        _insert_ignoring_duplicates(session, m.Pair, new_rows, "pair_key")  # a concurrent writer may win: fine
-    ids = {**before, **_pair_ids(session, [r["pair_key"] for r in new_rows])}
-    return [ids[k] for k in keys], len(new_rows)
+    """Store the pairs not stored yet (`find_stored_pair`), completing stored ones (`completed_pair`).
+
+    Returns (the row id of each pair, in order; how many rows are new).
+    """
+    stored = _stored_by_content(session, [p.fingerprint() for p in pairs])
+    slots: list[_Slot] = []
+    for pair in pairs:
+        candidates = stored.setdefault(pair.fingerprint(), [])
+        found = find_stored_pair(pair, [s.pair for s in candidates])
+        if found is None:
+            candidates.append(_Slot(None, pair))
+        else:
+            slot = candidates[found]
+            merged = completed_pair(slot.pair, pair)
+            slot.changed, slot.pair = slot.changed or merged != slot.pair, merged
+        slots.append(candidates[-1] if found is None else candidates[found])
+    new = list({id(s): s for s in slots if s.id is None}.values())
+    _update_pairs(session, [s for s in {id(s): s for s in slots}.values() if s.id is not None and s.changed])
+    if new:  # a concurrent writer may store the same pair first: fine, its row is the pair's
+        _insert_ignoring_duplicates(session, m.Pair, [_pair_values(s.pair) for s in new], "pair_key")
+        ids = _pair_ids(session, [pair_key(s.pair) for s in new])
+        for s in new:
+            s.id = ids[pair_key(s.pair)]
+    return [s.id for s in slots], len(new)  # type: ignore[misc]
+
+
+def _stored_by_content(session: Session, fingerprints: Sequence[str]) -> dict[str, list[_Slot]]:
+    """The stored pairs of these contents, oldest first (a store written before one identity may hold copies)."""
+    found: dict[str, list[_Slot]] = {}
+    for chunk in _chunks(list(dict.fromkeys(fingerprints)), _IN_CHUNK):
+        stmt = select(m.Pair.__table__).where(m.Pair.fingerprint.in_(chunk)).order_by(m.Pair.id)
+        for row in session.execute(stmt):
+            found.setdefault(row.fingerprint, []).append(_Slot(row.id, pair_from_row(row)))
+    return found
+
+
+def _update_pairs(session: Session, slots: Sequence[_Slot]) -> None:
+    """Write what `completed_pair` filled in (the content, and so the row's fingerprint, never changes)."""
+    for s in slots:
+        p = s.pair
+        session.execute(update(m.Pair).where(m.Pair.id == s.id).values(
+            pair_key=pair_key(p), label=p.label, tie=p.tie, source=p.source, source_id=p.id, subset=p.subset))
 
 
 def _pair_ids(session: Session, keys: Sequence[str]) -> dict[str, int]:
@@ -147,7 +233,7 @@ def judgment_key(judgment: Judgment, *, swapped: bool) -> str:
     the same seed: a rerun's copy of one already stored.
     """
     return content_hash({
-        "pair_key": pair_key(judgment.pair),
+        "pair_key": content_hash(judgment.pair.to_dict()),  # every field, as always: keys stored before stay valid
         "model": [judgment.model, judgment.model_revision, judgment.backend],
         "strategy": judgment.strategy,
         "config": dict(judgment.config),

@@ -33,7 +33,7 @@ from reflectrm.display import escape_unencodable, printable
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.flags import Flag, add_config_flags
 from reflectrm.eval.readers import read_pairs
-from reflectrm.inputs import check_text
+from reflectrm.inputs import check_text, unique_keys
 from reflectrm.locks import exclusive
 
 JUDGE_FLAGS = {
@@ -287,7 +287,7 @@ def _pair_from_args(args: argparse.Namespace) -> PreferencePair:
         check_text(getattr(args, name) or "", where=f"--{name.replace('_', '-')}")
     if args.messages is not None:
         try:
-            messages = json.loads(args.messages)
+            messages = json.loads(args.messages, object_pairs_hook=unique_keys)  # a key given twice: refused
         except (json.JSONDecodeError, RecursionError) as exc:
             raise InputError(f"--messages is not valid JSON ({getattr(exc, 'msg', 'nested too deeply')}): "
                              "pass a list of {role, content} objects") from exc
@@ -305,8 +305,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         raise InputError("--output needs --input FILE.jsonl")
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
-    # any pair file `eval` reads, by the same rules; a pair without a source keeps none (stored rows as before)
-    pairs = read_pairs(args.input, source="") if args.input else [_pair_from_args(args)]
+    # any pair file `eval` and `import` read, by the same rules (a row without a source is the file's, as there)
+    pairs = read_pairs(args.input) if args.input else [_pair_from_args(args)]
     with contextlib.ExitStack() as stack:
         plan = None
         if args.input is not None:  # every precondition before the model loads: it takes minutes on a real judge

@@ -154,6 +154,8 @@ def byte_lines(path: Path, *, max_line: int = MAX_LINE_BYTES, max_total: int = M
             if not line:
                 return
             number += 1
+            if number == 1:
+                check_head(line, where=str(path))
             if len(line) > max_line:
                 raise InputError(f"{path}: line {number} is over the limit of {max_line:,} bytes, more than a pair of "
                                  f"{MAX_PAIR_CHARS:,} characters can take: is this the right file?")
@@ -176,9 +178,41 @@ def read_text(path: Path, *, max_total: int = MAX_FILE_BYTES) -> str:
     """A whole regular file as UTF-8 text (a byte-order mark dropped), refused past `max_total` bytes."""
     with open_regular(path) as fh:
         data = fh.read(max_total + 1)
+    check_head(data, where=str(path))
     if len(data) > max_total:
         raise InputError(f"{path}: over {max_total:,} bytes: split the file, or write JSONL (one pair a line)")
     return decode(data, where=str(path)).removeprefix("\ufeff")
+
+
+# A data file's first bytes when it is not UTF-8 text (a file's "magic number"), and what the user should hear.
+_BINARY = "not text but {}: "
+_WIDE = "not UTF-8 text but {} (it starts with its byte-order mark): save the file as UTF-8"
+_MAGIC = (
+    (b"\x1f\x8b", _BINARY.format("a gzip file") + "decompress it first (gunzip), or name a JSONL file .jsonl.gz"),
+    (b"PK\x03\x04", _BINARY.format("a zip archive") + "extract the data file from it first (unzip)"),
+    (b"BZh", _BINARY.format("a bzip2 file") + "decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", _BINARY.format("an xz file") + "decompress it first (unxz)"),
+    (b"(\xb5/\xfd", _BINARY.format("a zstd file") + "decompress it first (unzstd)"),
+    (b"7z\xbc\xaf\x27\x1c", _BINARY.format("a 7-Zip archive") + "extract the data file from it first"),
+    (b"PAR1", _BINARY.format("a Parquet file") + "name it .parquet"),
+    (b"SQLite format 3\x00", _BINARY.format("a SQLite database") + "export the pairs from it as JSONL or CSV"),
+    (b"\xff\xfe\x00\x00", _WIDE.format("UTF-32")),
+    (b"\x00\x00\xfe\xff", _WIDE.format("UTF-32")),
+    (b"\xff\xfe", _WIDE.format("UTF-16")),
+    (b"\xfe\xff", _WIDE.format("UTF-16")),
+)
+
+
+def check_head(head: bytes, *, where: str) -> None:
+    """Refuse a text file that is not text: a compressed file, an archive, a Parquet or SQLite file, UTF-16 or -32.
+
+    Such bytes would otherwise read as "not UTF-8" (the advice to save a gzip file as UTF-8 helps no one).
+    """
+    for magic, message in _MAGIC:
+        if head.startswith(magic):
+            raise InputError(f"{_at(where)}{message}")
+    if len(head) >= 4 and b"\x00" in head[:4] and head[:4].strip(b"\x00"):  # '{"' as UTF-16 without a mark
+        raise InputError(f"{_at(where)}not UTF-8 text but, by its NUL bytes, UTF-16 or UTF-32: save the file as UTF-8")
 
 
 def decode(raw: bytes, *, where: str) -> str:
@@ -186,8 +220,14 @@ def decode(raw: bytes, *, where: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{_at(where)}not UTF-8 text (a bad byte at offset {exc.start}): "
+        hint = ", as Latin-1 or Windows-1252 write an accented letter" if _single_byte(raw, exc.start) else ""
+        raise InputError(f"{_at(where)}not UTF-8 text (a bad byte at offset {exc.start}{hint}): "
                          "save the file as UTF-8") from None
+
+
+def _single_byte(raw: bytes, at: int) -> bool:
+    """A byte over 0x7f that no UTF-8 continuation follows: text in a one-byte encoding (Latin-1, cp1252)."""
+    return raw[at] >= 0xA0 and not (at + 1 < len(raw) and 0x80 <= raw[at + 1] <= 0xBF)
 
 
 def check_text(text: str, *, where: str) -> None:
@@ -202,13 +242,26 @@ def check_text(text: str, *, where: str) -> None:
 def loads(text: str | bytes, *, where: str) -> Any:
     """`json.loads`, every failure an `InputError` naming `where` ("" names nothing: the caller adds the row)."""
     try:
-        return json.loads(text, parse_int=_int)
+        return json.loads(text, parse_int=_int, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise InputError(f"{_at(where)}not valid JSON ({exc.msg} at column {exc.colno}): fix or remove it") from None
     except RecursionError:
         raise InputError(f"{_at(where)}JSON nested too deeply to be a pair: fix or remove it") from None
     except InputError as exc:
         raise InputError(f"{_at(where)}{exc}") from None
+
+
+def unique_keys(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object (`json.loads`' `object_pairs_hook`), refused when it names a key twice.
+
+    `json.loads` keeps the last value silently: {"label": 1, "label": 2} read as label 2, whichever was meant.
+    """
+    out = dict(items)
+    if len(out) < len(items):
+        seen: set[str] = set()
+        key = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise InputError(f"an object gives key {key[:60]!r} twice (JSON keeps only one): give each key once")
+    return out
 
 
 def _at(where: str) -> str:

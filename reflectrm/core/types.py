@@ -58,6 +58,18 @@ def id_text(value: Any) -> str:
     raise InputError(f"id must be a string or a number, got {type(value).__name__}: give each pair a scalar id")
 
 
+def _text(d: Mapping[str, Any], name: str, *, optional: bool = False) -> str:
+    """A text field of a pair, as written: a number, boolean, list or object is refused, never stored as its
+    Python repr ({"a": 1} as "{'a': 1}") or a guessed spelling (1.0 as "1.0"); an optional field may be absent.
+    """
+    value = d.get(name)
+    if optional and value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"{name!r} must be a string, got {value_kind(value)}: write it as a JSON string")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One turn of a conversation."""
@@ -78,7 +90,11 @@ def _as_messages(raw: Iterable[ChatMessage | Mapping[str, Any]]) -> tuple[ChatMe
         if isinstance(m, ChatMessage):
             out.append(m)
         elif isinstance(m, Mapping) and "role" in m and "content" in m:
-            out.append(ChatMessage(str(m["role"]), m["content"]))
+            for name in ("role", "content"):
+                if not isinstance(m[name], str):
+                    raise InputError(f"message {k}'s {name} must be a string, got {value_kind(m[name])}: "
+                                     "write it as a JSON string")
+            out.append(ChatMessage(m["role"], m["content"]))
         else:
             raise InputError(f"message {k} must be an object with 'role' and 'content', got {type(m).__name__}")
     return tuple(out)
@@ -205,9 +221,7 @@ class PreferencePair:
                 raise InputError("'messages' must be a list of {role, content} objects")
             conversation = _as_messages(d["messages"])
         elif "query" in d:
-            if not isinstance(d["query"], str):
-                raise InputError(f"'query' must be a string, got {type(d['query']).__name__}")
-            conversation = (ChatMessage("user", d["query"]),)
+            conversation = (ChatMessage("user", _text(d, "query")),)
         else:
             raise InputError("missing field 'query': give a 'query' string or a 'messages' list")
         label = d.get("label")
@@ -222,12 +236,12 @@ class PreferencePair:
             raise InputError(f"'tie' must be true or false, got {value_kind(tie)}")
         return cls(
             conversation=conversation,
-            response_1=d["response_1"],
-            response_2=d["response_2"],
+            response_1=_text(d, "response_1"),
+            response_2=_text(d, "response_2"),
             label=label,
             id=id_text(d.get("id")),
-            source=str(d.get("source") or ""),
-            subset=str(d.get("subset") or ""),
+            source=_text(d, "source", optional=True),
+            subset=_text(d, "subset", optional=True),
             tie=bool(tie),
         )
 

@@ -16,7 +16,6 @@ caller may not read (the app's Evaluate tab), and a message is all it would see 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from collections import Counter
@@ -28,7 +27,7 @@ from typing import Any
 from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text, value_kind
 from reflectrm.errors import InputError, require
 from reflectrm.eval.labels import check_scheme, read_label
-from reflectrm.inputs import MAX_ROWS, byte_lines, check_text, decode, loads, open_regular, read_text
+from reflectrm.inputs import MAX_ROWS, byte_lines, check_head, check_text, decode, loads, open_regular, read_text
 
 PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
@@ -223,7 +222,7 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
             if field == "label":
                 out["label"], out["tie"] = majority([read_label(_clean(row[c]), labels) for c in parts])
             else:
-                out[field] = "\n\n".join(str(v) for c in parts if (v := _clean(row[c])) not in (None, ""))
+                out[field] = "\n\n".join(_part(v, c) for c in parts if (v := _clean(row[c])) not in (None, ""))
             continue
         if column not in row:
             if field in mapping:
@@ -238,11 +237,8 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
             raise InputError("'tie' is true but a label is given: drop one")
         out.pop("label", None)
         out["tie"] = True
-    if isinstance(out.get("messages"), str):
-        try:
-            out["messages"] = json.loads(out["messages"])
-        except json.JSONDecodeError as exc:
-            raise InputError(f"'messages' is not a JSON list ({exc.msg}): give a list of {{role, content}}") from exc
+    if isinstance(out.get("messages"), str):  # a CSV cell or a string column holding the list as JSON
+        out["messages"] = loads(out["messages"], where="'messages'")
     if "label" in out and "tie" not in out:
         label, tie = read_label(out.pop("label"), labels)
         out["label"], out["tie"] = label, tie
@@ -250,6 +246,13 @@ def record(row: Mapping[str, Any], mapping: Mapping[str, str], *, labels: str, d
         out["id"] = id_text(out["id"])
     out.setdefault("source", default_source)
     return out
+
+
+def _part(value: Any, column: str) -> str:
+    """One cell of a joined field (`query=instruction+input`): text only, never a repr of another type."""
+    if not isinstance(value, str):
+        raise InputError(f"column {column!r} must hold text, got {value_kind(value)}: write it as a string")
+    return value
 
 
 def majority(votes: Sequence[tuple[Choice | None, bool]]) -> tuple[Choice | None, bool]:
@@ -344,6 +347,10 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
     fh = open_regular(path)
     try:
         with fh:
+            head = fh.read(16)
+            if not head.startswith(b"PAR1"):  # a compressed file or text named .parquet: say what it is
+                check_head(head, where=str(path))
+            fh.seek(0)
             parquet = pq.ParquetFile(fh)
             rows = parquet.metadata.num_rows
             if rows > MAX_ROWS:  # from the footer, before a row is read: 20 million rows fit in 196 KB

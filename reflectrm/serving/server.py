@@ -44,6 +44,7 @@ from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import BackendError, Cancelled, ConfigError, InputError, ReflectRMError, require
+from reflectrm.inputs import unique_keys
 from reflectrm.serving.batcher import Batcher, Busy, Draining, Job
 from reflectrm.serving.guard import AccessGuard
 from reflectrm.serving.hosts import AccessConfig, Refusal, json_body_refusal
@@ -258,7 +259,9 @@ def _rewards_request(payload: Any) -> tuple[list[Any], list[list[str]], list[str
 def parse_json(body: bytes) -> Any:
     """The body's JSON, or one line saying what is wrong with it (never a traceback)."""
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, object_pairs_hook=unique_keys)  # {"label": 1, "label": 2} is refused, not guessed
+    except InputError as exc:
+        raise InputError(f"the body's JSON: {exc}") from None
     except RecursionError as exc:
         raise InputError("the body's JSON nests too deeply: send a flat JSON object") from exc
     except ValueError as exc:  # bad JSON, bad UTF-8, an integer of thousands of digits

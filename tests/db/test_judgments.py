@@ -105,12 +105,13 @@ def test_identical_pairs_are_stored_once_and_different_labels_are_kept_apart(
     store: JudgmentStore, judge_pairs: JudgeFn
 ) -> None:
     pair = make_pairs(1)[0]
-    unlabelled = replace(pair, label=None)
-    judgments = judge_pairs([pair, pair, unlabelled])
+    unlabelled = replace(pair, label=None, id="", source="")  # the same pair, knowing less about it
+    relabelled = replace(pair, label=2)
+    judgments = judge_pairs([pair, pair, unlabelled, relabelled])
     ids = store.record(judgments, swapped=False)
     loaded = store.load_many(ids)
-    assert loaded[0].pair_id == loaded[1].pair_id != loaded[2].pair_id
-    assert loaded[2].judgment.pair.label is None
+    assert loaded[0].pair_id == loaded[1].pair_id == loaded[2].pair_id != loaded[3].pair_id
+    assert [loaded[k].judgment.pair.label for k in (2, 3)] == [1, 2]  # the stored pair's label, and the other one
     assert store.counts()["pairs"] == 2
 
 

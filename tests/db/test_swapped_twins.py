@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 
-from reflectrm_db import schema
+from reflectrm_db import models as m
+from reflectrm_db import repository, schema
+from reflectrm_db.derivation import content_hash
 from reflectrm_db.engine import make_engine
 from reflectrm_db.services import JudgmentStore
+from reflectrm.core.types import Judgment
 from tests.db.helpers import JudgeFn, make_pairs
 
 
@@ -30,13 +34,23 @@ def test_review_queue_reads_the_label_in_the_swapped_numbering(store: JudgmentSt
     assert rows[ids[1]].label == 3 - pair.label
 
 
+def _old_style_record(store: JudgmentStore, judgment: Judgment) -> list[int]:
+    """Record `judgment` on a pair row of its own, keyed by every field as stores before one pair identity were."""
+    def work(session: Session) -> list[int]:
+        values = {**repository._pair_values(judgment.pair), "pair_key": content_hash(judgment.pair.to_dict())}
+        pair_id = session.execute(m.Pair.__table__.insert().values(**values).returning(m.Pair.id)).scalar_one()
+        return [repository.add_judgment(session, judgment=judgment, pair_id=pair_id, swapped=False)]
+
+    return store._write(work)
+
+
 def _old_style_audit(url: str, store: JudgmentStore, judge_pairs: JudgeFn) -> tuple[list[int], list]:
     """Write what audits wrote before 0004 (the swapped order as a pair copy of its own) and mark the store 0003."""
     pair = make_pairs(1)[0]
     original, swapped = judge_pairs([pair], swap=True)
     [oid] = store.record([original], swapped=False)
     [sid] = store.record([swapped], swapped=False)  # its own pair row "<id>:swapped"
-    [ssid] = store.record(judge_pairs([pair.swapped().swapped()]), swapped=False)  # "<id>:swapped:swapped"
+    [ssid] = _old_style_record(store, judge_pairs([pair.swapped().swapped()])[0])  # "<id>:swapped:swapped"
     engine = make_engine(url)
     with engine.begin() as c:
         c.execute(text("UPDATE judgments SET twin_id = :t WHERE id = :i"), {"t": sid, "i": oid})
