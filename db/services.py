@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, make_url, text
-from sqlalchemy.exc import DatabaseError, DBAPIError
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from reflectrm_db import curation, exporting, repository, schema, sqlite_files, training
@@ -212,10 +212,22 @@ class JudgmentStore:
         self.close()
 
     def _write(self, work: Callable[[Session], T]) -> T:
-        return run_transaction(self._writes, work, retry_s=self.settings.lock_retry_s)
+        with self._file_problems():
+            return run_transaction(self._writes, work, retry_s=self.settings.lock_retry_s)
 
     def _read(self, work: Callable[[Session], T]) -> T:
-        return run_transaction(self._reads, work, retry_s=self.settings.lock_retry_s)
+        with self._file_problems():
+            return run_transaction(self._reads, work, retry_s=self.settings.lock_retry_s)
+
+    @contextmanager
+    def _file_problems(self) -> Iterator[None]:
+        """A SQLite file's failure met mid-work (a damaged page, a full disk) as one line saying what to do."""
+        try:
+            yield
+        except (OperationalError, DatabaseError) as exc:  # not IntegrityError & co: those are the caller's
+            if type(exc) not in (OperationalError, DatabaseError) or not isinstance(exc.orig, sqlite3.Error):
+                raise
+            raise ConfigError(sqlite_files.problem(schema.shown_url(self.engine.url), exc.orig)) from exc
 
     # --- pairs and judgments ------------------------------------------------------------------------
 
