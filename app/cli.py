@@ -29,7 +29,7 @@ def open_store(url: str) -> Any:
         from reflectrm_db.services import JudgmentStore
     except ImportError as exc:
         raise InputError("--db needs the store: install it with `pip install 'reflectrm[store]'`") from exc
-    return JudgmentStore.open(url)
+    return JudgmentStore.open(url, in_memory_ok=False)  # a command's records must outlive it
 
 
 def _optional_registers() -> list[Callable[[argparse._SubParsersAction], None]]:

@@ -145,7 +145,7 @@ def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
         print(printable(line), flush=True)
     stop = threading.Event()
-    with JudgmentStore.open(args.db) as store:
+    with JudgmentStore.open(args.db, in_memory_ok=False) as store:  # a run's records must outlive it
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
         backend = judge_cli.load_judge(args)
         evals = Evaluations(store)
@@ -177,7 +177,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from reflectrm.eval.report import compare_markdown, dumps
 
-    with JudgmentStore.open(args.db, read_only=True) as store:
+    with JudgmentStore.open(args.db, read_only=True, in_memory_ok=False) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
     print(printable(dumps(result), lines=True) if args.json else compare_markdown(result))

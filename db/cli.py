@@ -76,10 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     backup.set_defaults(func=cmd_backup)
 
 
-def _store(url: str | None, *, create: bool = True, read_only: bool = False) -> JudgmentStore:
+def _store(url: str | None, *, read_only: bool = False, older_ok: bool = False) -> JudgmentStore:
     from reflectrm_db.services import JudgmentStore  # late: `reflectrm --help` need not load SQLAlchemy
 
-    return JudgmentStore.open(url, create=create, read_only=read_only)
+    # a command's store must outlive it: an in-memory one would report records that are already gone
+    return JudgmentStore.open(url, read_only=read_only, older_ok=older_ok, in_memory_ok=False)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -111,28 +112,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from alembic.util.exc import CommandError
 
-    from reflectrm_db import schema
-    from reflectrm_db.engine import make_engine
-    from reflectrm_db.services import check_sqlite_file, reachable, sqlite_path
-    from reflectrm_db.settings import load_store_settings, normalise_url
+    from reflectrm_db.services import upgrade_store
     from reflectrm.errors import ConfigError
 
-    settings = load_store_settings()
-    url = settings.database_url if args.db is None else normalise_url(args.db)
-    path = sqlite_path(url)
-    if path is not None:
-        check_sqlite_file(path, create=True)
-    engine = make_engine(url, settings)
-    url = engine.url.render_as_string(hide_password=True)
     try:
-        with reachable(engine):
-            before = schema.current_revision(engine)
-            schema.upgrade(engine)
-            after = schema.current_revision(engine)
+        url, before, after = upgrade_store(args.db, in_memory_ok=False)
     except CommandError as exc:  # e.g. a revision this version does not know
-        raise ConfigError(f"{url}: cannot upgrade ({exc}): is it from a newer reflectrm? upgrade reflectrm") from exc
-    finally:
-        engine.dispose()
+        raise ConfigError(f"cannot upgrade the store ({exc}): is it from a newer reflectrm? upgrade reflectrm") from exc
     print(printable(f"{url}: schema {before or 'empty'} -> {after}" if before != after
                     else f"{url}: schema already at {after}"))
     return 0
@@ -145,7 +131,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
     url = load_store_settings().database_url if args.db is None else normalise_url(args.db)
     if not url.startswith("sqlite"):  # said before connecting: the server may hold anything
         raise InputError("backup copies SQLite files: back up PostgreSQL with pg_dump")
-    with exclusive(args.path, flag="backup path"), _store(args.db, read_only=True) as store:  # the source is only read
+    # the source is only read, at whatever revision: "back it up, then upgrade" must work on an older store
+    with exclusive(args.path, flag="backup path"), _store(args.db, read_only=True, older_ok=True) as store:
         store.backup(args.path)
     print(printable(f"backed up to {args.path}"))
     return 0

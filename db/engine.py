@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from reflectrm_db.settings import StoreSettings
+from reflectrm_db.settings import StoreSettings, sqlite_options, without_query
 from reflectrm.errors import ReflectRMError
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,16 @@ class DatabaseBusyError(ReflectRMError):
     """The database stayed locked by other writers for longer than `StoreSettings.lock_retry_s`."""
 
 
-def make_engine(url: str, settings: StoreSettings | None = None, *, read_only: bool = False) -> Engine:
+def make_engine(url: str, settings: StoreSettings | None = None, *, read_only: bool = False,
+                wal: bool = True) -> Engine:
     """An engine for `url` (already normalised) with the store's connection settings.
 
-    Every connection has a bound: SQLite waits `sqlite_busy_timeout_s` on a lock, a server gets
-    `connect_timeout_s` to answer. `read_only` (export, backup's source, reading commands) opens a
-    SQLite file with `mode=ro`, without the WAL switch that rewrites its header, and makes a
-    PostgreSQL session read-only: a reading command cannot change the database it reads.
+    Every connection has a bound: SQLite waits `sqlite_busy_timeout_s` (or the URL's `?timeout=`) on a
+    lock, a server gets `connect_timeout_s` to answer. `read_only` (export, backup's source, reading
+    commands; a SQLite URL's `?mode=ro`) opens a SQLite file with `mode=ro`, without the WAL switch that
+    rewrites its header, and makes a PostgreSQL session read-only: a reading command cannot change the
+    database it reads. `wal=False` leaves a SQLite file in its journal mode (`db upgrade` migrates in it,
+    so that a failed migration rolls back to the very same bytes).
     """
     settings = settings or StoreSettings()
     if not url.startswith("sqlite"):
@@ -55,14 +58,16 @@ def make_engine(url: str, settings: StoreSettings | None = None, *, read_only: b
         if read_only:
             connect_args["options"] = "-c default_transaction_read_only=on"
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    options = sqlite_options(url)
+    url = without_query(url)  # the options are applied here; the driver would ignore or misread them
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
-    read_only = read_only and not in_memory
+    read_only = (read_only or options.mode == "ro") and not in_memory
     engine = create_engine(
         _read_only_sqlite(url) if read_only else url,
-        connect_args={"timeout": settings.sqlite_busy_timeout_s, "check_same_thread": False},
+        connect_args={"timeout": options.timeout_s or settings.sqlite_busy_timeout_s, "check_same_thread": False},
         poolclass=StaticPool if in_memory else None,
     )
-    _configure_sqlite(engine, synchronous=settings.sqlite_synchronous, wal=not (in_memory or read_only))
+    _configure_sqlite(engine, synchronous=settings.sqlite_synchronous, wal=wal and not (in_memory or read_only))
     return engine
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -225,16 +225,26 @@ def arrow_schema(kind: str, fmt: str) -> Any:
 # --- writers ---------------------------------------------------------------------------------------
 
 
-def write_rows(rows: Iterable[dict[str, Any]], *, fmt: str, out: Path, schema: Any = None) -> int:
+def write_rows(rows: Iterable[dict[str, Any]], *, fmt: str, out: Path, schema: Any = None,
+               nothing: str = "there is nothing to export") -> int:
     """Write rows to `out` in `fmt` (`schema`: their Arrow schema, for parquet and hf); returns the row count.
 
-    A failed export leaves no partial file behind.
+    A failed export leaves no partial file behind, and neither does one without rows: an empty file read
+    as "exported" (a training folder with no example, say) hides the mistake behind it.
+
+    Raises:
+        InputError: `out` exists or its folder does not; or there were no rows (`nothing` says why).
     """
     out = Path(out)
     if out.exists():
         raise InputError(f"{out} already exists: pass a new --out path (exports never overwrite)")
     if not out.parent.is_dir():
         raise InputError(f"the folder of {out} does not exist: create it first")
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:  # refused before anything is written: no empty file (or folder) to read as an export
+        raise InputError(f"{nothing}: nothing was written to {out}")
+    rows = chain([first], rows)
     tmp = out.with_name(f".{out.name}.partial")
     try:
         if fmt == "jsonl":

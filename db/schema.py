@@ -7,7 +7,7 @@ model_diffs(engine)        # [] when the models and the migrations agree
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,13 @@ another application's Alembic database may well be at a revision named "0005" to
 """
 
 
-def identity_error(where: str, *, tables: set[str], revision: str | None, create: bool) -> str | None:
+def identity_error(where: str, *, tables: set[str], revision: str | None, create: bool,
+                   columns: Mapping[str, set[str]] | None = None) -> str | None:
     """Why the database at `where` (its table names and Alembic revision) is not a store to use; None if it is.
 
     Decided from what a read-only look gives, so a command refuses a foreign database before any pragma
-    or write touches it.
+    or write touches it. `columns` (table -> its column names), when given, must hold every column the
+    `IDENTITY_TABLES` have at `revision`: another application's tables may carry the store's names.
     """
     tables = tables - {"alembic_version"}
     if not tables:
@@ -54,7 +56,44 @@ def identity_error(where: str, *, tables: set[str], revision: str | None, create
     if revision not in known_revisions():
         return (f"{where} is at schema revision {revision}, unknown to this reflectrm: upgrade reflectrm (or, if it "
                 "is not a ReflectRM store, point --db at one)")
+    expected = columns_at(revision) if columns is not None else {}
+    for table in sorted(IDENTITY_TABLES & expected.keys()):
+        lacking = sorted(expected[table] - columns.get(table, set()))  # type: ignore[union-attr]
+        if lacking:
+            return (f"{where} holds a table {table!r} without the store's column {lacking[0]!r}: it is another "
+                    "application's database; point --db at a new or ReflectRM one")
     return None
+
+
+def revision_error(where: str, revision: str | None) -> str | None:
+    """Why a store at `revision` cannot be used by this version as it is; None at the head (or empty)."""
+    head = head_revision()
+    if revision is None or revision == head:
+        return None
+    if revision in known_revisions():
+        return (f"{where} is at schema revision {revision}, this reflectrm needs {head}: back it up with "
+                "`reflectrm db backup PATH --db URL`, then run `reflectrm db upgrade --db URL`")
+    return f"{where} is at schema revision {revision}, unknown to this reflectrm: upgrade reflectrm"
+
+
+@functools.cache
+def columns_at(revision: str) -> dict[str, frozenset[str]]:
+    """Table -> column names of the store at `revision` (the models at the head; older: migrated in memory)."""
+    if revision == head_revision():
+        return {name: frozenset(t.columns.keys()) for name, t in Base.metadata.tables.items()}
+    from sqlalchemy import create_engine
+
+    engine = create_engine("sqlite://")
+    try:
+        with engine.begin() as connection:
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+            found = inspect(connection)
+            return {name: frozenset(c["name"] for c in found.get_columns(name))
+                    for name in found.get_table_names() if name != "alembic_version"}
+    finally:
+        engine.dispose()
 
 
 @functools.cache
@@ -155,21 +194,25 @@ def check_identity(connection: Connection, *, create: bool) -> None:
     """Refuse a database that is not a ReflectRM store (see `identity_error`); reads only."""
     url = shown_url(connection.engine.url)
     revision = MigrationContext.configure(connection).get_current_revision()
-    error = identity_error(url, tables=set(inspect(connection).get_table_names()), revision=revision, create=create)
+    found = inspect(connection)
+    tables = set(found.get_table_names())
+    columns = {t: {c["name"] for c in found.get_columns(t)} for t in tables & IDENTITY_TABLES}
+    error = identity_error(url, tables=tables, revision=revision, create=create, columns=columns)
     if error:
         raise ConfigError(error)
 
 
-def check_current(engine: Engine, *, shown: str) -> None:
-    """Refuse, without writing, a database that is not a store at this version's revision (read-only use)."""
+def check_current(engine: Engine, *, shown: str, older_ok: bool = False) -> None:
+    """Refuse, without writing, a database that is not a store at this version's revision (read-only use).
+
+    `older_ok`: a store at an older revision of the chain passes too (a backup copies any revision).
+    """
     with engine.connect() as connection:
         check_identity(connection, create=False)
         current = MigrationContext.configure(connection).get_current_revision()
-    if current != head_revision():
-        raise ConfigError(
-            f"{shown} is at schema revision {current}, this reflectrm needs {head_revision()}: back it up with "
-            f"`reflectrm db backup PATH --db URL`, then run `reflectrm db upgrade --db URL`"
-        )
+    error = None if older_ok and current in known_revisions() else revision_error(shown, current)
+    if error:
+        raise ConfigError(error)
 
 
 def ensure_schema(engine: Engine) -> None:
@@ -195,12 +238,7 @@ def ensure_schema(engine: Engine) -> None:
     url = shown_url(engine.url)
     if current is None:
         raise ConfigError(f"{url} holds tables but no store schema: point --db at a new or ReflectRM database")
-    if current in known_revisions():
-        raise ConfigError(
-            f"{url} is at schema revision {current}, this reflectrm needs {head}: back it up with "
-            f"`reflectrm db backup PATH --db URL`, then run `reflectrm db upgrade --db URL`"
-        )
-    raise ConfigError(f"{url} is at schema revision {current}, unknown to this reflectrm: upgrade reflectrm")
+    raise ConfigError(revision_error(url, current) or f"{url} is at schema revision {current}")
 
 
 def model_diffs(engine: Engine) -> list[Any]:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, make_url, text
-from sqlalchemy.exc import DatabaseError, DBAPIError
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from reflectrm_db import curation, exporting, repository, schema, training
+from reflectrm_db import curation, exporting, repository, schema, sqlite_files, training
 from reflectrm_db.derivation import DEFAULT_MAX_PAIRS, Mark
 from reflectrm_db.engine import make_engine, run_transaction, session_factories
 from reflectrm_db.formats import check_export
@@ -41,7 +41,7 @@ from reflectrm_db.records import (
     StoredPair,
     TrainingRunRecord,
 )
-from reflectrm_db.settings import StoreSettings, load_store_settings, normalise_url
+from reflectrm_db.settings import StoreSettings, load_store_settings, normalise_url, sqlite_options, without_query
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError
 
@@ -50,16 +50,17 @@ T = TypeVar("T")
 
 @contextmanager
 def reachable(engine: Engine) -> Iterator[None]:
-    """Turn "cannot connect" (or "not a database") into a `ConfigError` naming the database and what to check."""
+    """Turn "cannot connect" (or "not a database") into a `ConfigError` naming the database and what to do."""
     try:
         yield
     except DatabaseError as exc:  # OperationalError (cannot connect) is one; so is SQLite's "file is not a database"
         engine.dispose()
         url = schema.shown_url(engine.url)
+        if isinstance(exc.orig, sqlite3.Error):  # a file's problem: damaged, read-only, busy, ... (never a server)
+            raise ConfigError(sqlite_files.problem(url, exc.orig)) from exc
         first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
         raise ConfigError(
-            f"cannot open the store at {url} ({first}): check the URL, that the file's folder "
-            "exists, or that the database server is running"
+            f"cannot open the store at {url} ({first}): check the URL and that the database server is running"
         ) from exc
 
 
@@ -78,51 +79,66 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def check_sqlite_file(path: Path, *, create: bool) -> None:
-    """Refuse, before anything writes to it, a SQLite path that is not a store this command may use.
+def in_memory(url: str) -> bool:
+    """Whether `url` is an in-memory SQLite database (gone when the process exits)."""
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
-    Read through a read-only connection, so a file that is refused is left byte for byte as it was (an
-    engine connection would first switch it to WAL mode).
+
+def check_before_connect(url: str, settings: StoreSettings, *, create: bool, writes: bool, older_ok: bool = False,
+                         in_memory_ok: bool = True) -> None:
+    """Everything that can be decided about `url` (normalised) before the first connection, which may write.
 
     Raises:
-        ConfigError: the file is missing (and `create` is False), a folder, not a SQLite database, or
-            a database with tables that are not a ReflectRM store's.
+        ConfigError: an in-memory database where one is refused, a URL whose `?mode=` forbids what the command
+            does, or a SQLite file that is not a store this command may use as it is (`sqlite_files`).
     """
-    if not path.exists():
-        if not create:
-            raise ConfigError(f"the database {str(path)!r} does not exist: check --db (a reading command never "
-                              "creates one)")
-        if not path.parent.is_dir():
-            raise ConfigError(
-                f"cannot open the store at {str(path)!r}: its folder does not exist: create it or fix --db"
-            )
+    options = sqlite_options(url)
+    shown = _shown_url(url)
+    if in_memory(url) and not in_memory_ok:
+        raise ConfigError(f"{shown} is an in-memory database: what this command stores would vanish when it exits; "
+                          "pass a file (--db store.db) or a server URL")
+    if writes and options.mode == "ro":
+        raise ConfigError(f"the store at {_shown_url(without_query(url))} cannot be written: the URL opens it "
+                          "read-only (?mode=ro); drop ?mode=ro for a command that writes")
+    path = sqlite_path(url)
+    if path is None:
         return
-    if not path.is_file():
-        raise ConfigError(f"the database {str(path)!r} is a folder, not a SQLite file: pass a file path to --db")
+    if options.mode == "rw" and not path.exists():
+        raise ConfigError(f"the database {str(path)!r} does not exist, and the URL's ?mode=rw never creates one: "
+                          "check --db")
+    sqlite_files.check_sqlite_file(path, create=create, writes=writes, older_ok=older_ok,
+                                   timeout_s=options.timeout_s or settings.sqlite_busy_timeout_s)
+
+
+def upgrade_store(url: str | None = None, *, settings: StoreSettings | None = None,
+                  in_memory_ok: bool = True) -> tuple[str, str | None, str | None]:
+    """Migrate the store at `url` to this version's schema (creating a new one); (shown URL, before, after).
+
+    The migration runs in one transaction, in the SQLite file's own journal mode (no WAL switch first):
+    a migration that fails (a full disk, a constraint) rolls back and leaves the file as it was.
+
+    Raises:
+        ConfigError: not a store (see `check_before_connect`), a newer store, or the migration failed.
+    """
+    settings = settings or load_store_settings()
+    url = settings.database_url if url is None else normalise_url(url)
+    check_before_connect(url, settings, create=True, writes=True, older_ok=True, in_memory_ok=in_memory_ok)
+    engine = make_engine(url, settings, wal=False)
+    shown = schema.shown_url(engine.url)
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            revision = _alembic_revision(con) if "alembic_version" in tables else None
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
-        if "not a database" not in str(exc):  # e.g. a WAL store in a folder this user cannot write
-            raise ConfigError(f"cannot open the store at {str(path)!r} ({exc}): check the permissions of the file "
-                              "and its folder") from exc
-        raise ConfigError(f"{str(path)!r} is not a SQLite database ({exc}): point --db at a ReflectRM store "
-                          "or a new file") from exc
-    error = schema.identity_error(repr(str(path)), tables=tables, revision=revision, create=create)
-    if error:
-        raise ConfigError(error)
-
-
-def _alembic_revision(con: sqlite3.Connection) -> str | None:
-    """The one revision in `alembic_version` (None when it holds none; a list of heads is not ours)."""
-    rows = con.execute("SELECT * FROM alembic_version").fetchall()
-    if len(rows) != 1 or len(rows[0]) != 1:
-        return None if not rows else f"{len(rows)} rows"
-    return str(rows[0][0])
+        with reachable(engine):
+            before = schema.current_revision(engine)
+            try:
+                schema.upgrade(engine)
+            except DBAPIError as exc:
+                first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+                raise ConfigError(f"the upgrade of {shown} from revision {before or 'empty'} failed ({first}): it "
+                                  "ran in one transaction, so nothing was changed; fix the cause (disk space, "
+                                  "permissions) and run `reflectrm db upgrade` again") from exc
+            return shown, before, schema.current_revision(engine)
+    finally:
+        engine.dispose()
 
 
 class JudgmentStore:
@@ -138,21 +154,23 @@ class JudgmentStore:
 
     @classmethod
     def open(cls, url: str | None = None, *, settings: StoreSettings | None = None, create: bool = True,
-             read_only: bool = False) -> JudgmentStore:
+             read_only: bool = False, older_ok: bool = False, in_memory_ok: bool = True) -> JudgmentStore:
         """Open the store at `url` (default: the store section's URL, REFLECTRM_DATABASE_URL, else ./reflectrm.db).
 
         A new database gets the schema (unless `create` is False: a command that only reads a store
         never creates one); one at an older schema revision must be upgraded first
         (`reflectrm db upgrade`), which `ConfigError` says. `read_only` (implies `create=False`): the
         database is opened read-only (SQLite `mode=ro`, a read-only PostgreSQL session), for commands
-        that only read it (export, compare, backup's source).
+        that only read it (export, compare, backup's source). `older_ok` (with `read_only`): a store at an
+        older revision opens too (a backup copies it as it is). `in_memory_ok=False` refuses an in-memory
+        SQLite URL (a command's records would vanish when it exits). Everything that can be decided before
+        connecting is (`check_before_connect`): a refused SQLite file is left byte for byte as it was.
         """
         settings = settings or load_store_settings()
         url = settings.database_url if url is None else normalise_url(url)
         create = create and not read_only
-        path = sqlite_path(url)
-        if path is not None:  # identified through a read-only connection, before the engine's first pragma
-            check_sqlite_file(path, create=create)
+        check_before_connect(url, settings, create=create, writes=not read_only, older_ok=older_ok and read_only,
+                             in_memory_ok=in_memory_ok)
         engine = make_engine(url, settings, read_only=read_only)
         with reachable(engine):
             if not create and schema.current_revision(engine) is None:
@@ -160,7 +178,7 @@ class JudgmentStore:
                 raise ConfigError(f"{_shown_url(url)} holds no ReflectRM store: "
                                   "check --db (a reading command never creates one)")
             if read_only:
-                schema.check_current(engine, shown=_shown_url(url))
+                schema.check_current(engine, shown=_shown_url(url), older_ok=older_ok)
             else:
                 schema.ensure_schema(engine)
         return cls(engine, settings)
@@ -194,10 +212,22 @@ class JudgmentStore:
         self.close()
 
     def _write(self, work: Callable[[Session], T]) -> T:
-        return run_transaction(self._writes, work, retry_s=self.settings.lock_retry_s)
+        with self._file_problems():
+            return run_transaction(self._writes, work, retry_s=self.settings.lock_retry_s)
 
     def _read(self, work: Callable[[Session], T]) -> T:
-        return run_transaction(self._reads, work, retry_s=self.settings.lock_retry_s)
+        with self._file_problems():
+            return run_transaction(self._reads, work, retry_s=self.settings.lock_retry_s)
+
+    @contextmanager
+    def _file_problems(self) -> Iterator[None]:
+        """A SQLite file's failure met mid-work (a damaged page, a full disk) as one line saying what to do."""
+        try:
+            yield
+        except (OperationalError, DatabaseError) as exc:  # not IntegrityError & co: those are the caller's
+            if type(exc) not in (OperationalError, DatabaseError) or not isinstance(exc.orig, sqlite3.Error):
+                raise
+            raise ConfigError(sqlite_files.problem(schema.shown_url(self.engine.url), exc.orig)) from exc
 
     # --- pairs and judgments ------------------------------------------------------------------------
 
@@ -511,7 +541,11 @@ class JudgmentStore:
         def work(s: Session) -> int:
             snapshot_id = None if snapshot is None else curation.get_snapshot(s, name=snapshot).id
             rows = exporting.export_rows(s, kind=kind, fmt=fmt, states=states, snapshot_id=snapshot_id)
-            return exporting.write_rows(rows, fmt=fmt, out=Path(out), schema=exporting.arrow_schema(kind, fmt))
+            where = f"snapshot {snapshot!r}" if snapshot is not None else "the store"
+            which = "" if include_inactive or snapshot or kind in ("pairs", "judgments", "corrections") else " active"
+            what = "training examples" if kind == "training" or fmt == "hf" else kind.replace("-", " ")
+            return exporting.write_rows(rows, fmt=fmt, out=Path(out), schema=exporting.arrow_schema(kind, fmt),
+                                        nothing=f"{where} holds no{which} {what} to export")
 
         return self._read(work)
 

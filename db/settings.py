@@ -16,9 +16,10 @@ layer that has pydantic-settings (`pip install 'reflectrm[store]'`).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
@@ -33,6 +34,61 @@ DEFAULT_DATABASE_URL = "sqlite:///reflectrm.db"
 """A SQLite file `reflectrm.db` in the working directory."""
 
 SUPPORTED_SCHEMES = ("sqlite", "postgresql")
+SQLITE_MODES = ("ro", "rw", "rwc")
+SQLITE_URL_HELP = "SQLite URLs take ?timeout=SECONDS and ?mode=ro|rw|rwc"
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteOptions:
+    """The query parameters a SQLite URL may carry (`sqlite:///store.db?timeout=5&mode=ro`), validated."""
+
+    timeout_s: float | None = None  # ?timeout=: seconds to wait on a lock; overrides sqlite_busy_timeout_s
+    mode: str = "rwc"  # ?mode=: ro opens read-only (a command that writes is refused), rw never creates the file
+
+
+def sqlite_options(url: str) -> SqliteOptions:
+    """The validated query parameters of a SQLite URL (the defaults for any other URL).
+
+    Raises:
+        ConfigError: a parameter the store does not support, or a value it cannot use; the message names it.
+    """
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return SqliteOptions()
+    if (parsed.database or "").startswith("file:") or "uri" in parsed.query:
+        raise ConfigError("SQLite URI filenames (file:...?uri=true) are not supported: write sqlite:///PATH and "
+                          f"add the options the store supports ({SQLITE_URL_HELP})")
+    for key, value in parsed.query.items():
+        if key not in ("timeout", "mode"):
+            raise ConfigError(f"the database URL parameter {key!r} is not supported: remove it ({SQLITE_URL_HELP})")
+        if not isinstance(value, str):
+            raise ConfigError(f"the database URL parameter {key!r} is given {len(value)} times: give it once")
+    timeout = parsed.query.get("timeout")
+    mode = parsed.query.get("mode", "rwc")
+    if mode not in SQLITE_MODES:
+        raise ConfigError(f"the database URL parameter mode={str(mode)[:40]!r} is not supported: use mode=ro "
+                          "(read-only), mode=rw (never create the file) or mode=rwc (the default)")
+    return SqliteOptions(timeout_s=None if timeout is None else _timeout_s(str(timeout)), mode=str(mode))
+
+
+def _timeout_s(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds <= 86400):  # NaN and inf fail too
+        raise ConfigError(f"the database URL parameter timeout={value[:40]!r} is not a number of seconds between 0 "
+                          "and 86400: write e.g. ?timeout=30")
+    return seconds
+
+
+def without_query(url: str) -> str:
+    """`url` without its query string (the store applies a SQLite URL's options itself)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(query={}).render_as_string(hide_password=False)
 
 
 class StoreSettings(BaseModel):
@@ -212,6 +268,7 @@ def normalise_url(url: str) -> str:
         raise ConfigError(f"database URL driver {scheme!r} is not supported: write sqlite:///FILE.db")
     normal = f"{scheme}://{rest}"
     _check_parses(normal)
+    sqlite_options(normal)
     return normal
 
 

@@ -109,7 +109,7 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-RO = "sqlite:///file:{w}/store.db?mode=ro&uri=true"  # a read-only store (the tests may run as root)
+RO = "sqlite:///{w}/store.db?mode=ro"  # a read-only store (the tests may run as root)
 
 CASES = [
     # --- judge: input files --------------------------------------------------------------------------

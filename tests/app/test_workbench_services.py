@@ -180,6 +180,7 @@ def test_exports_leave_no_temporary_folder_behind(services: AppServices, pair: P
 
 def test_exports_older_than_the_keep_time_are_pruned(services: AppServices, tmp_path: Path) -> None:
     services._exports.keep_s = 0.0
+    services.store.add_pairs([PreferencePair.from_query("q", "a", "b", label=1)])  # an export of nothing is refused
     first = services.export("pairs", fmt="jsonl")
     services.export("pairs", fmt="jsonl")
     assert not first.exists()

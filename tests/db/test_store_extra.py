@@ -32,7 +32,7 @@ def test_store_commands_work_without_gradio(tmp_path: Path) -> None:
                              for k in range(3)), encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'store.db'}"
     argv = [["db", "upgrade", "--db", url], ["import", str(pairs), "--db", url],
-            ["export", "judgments", "--out", str(tmp_path / "out.jsonl"), "--db", url]]
+            ["export", "pairs", "--out", str(tmp_path / "out.jsonl"), "--db", url]]  # an export of nothing is refused
     out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(argv)], capture_output=True, text=True, cwd=ROOT,
                          timeout=120)
     assert out.returncode == 0, out.stderr
