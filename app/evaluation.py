@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from reflectrm_app.resources import Cancelled
@@ -172,8 +173,9 @@ class Evaluations:
         return result
 
 
-UNFINISHED = {"stopped": "stopped by the user (Stop, Ctrl-C or SIGTERM)", "failed": "failed part way",
-              "interrupted": "interrupted (its process ended while it ran)", "running": "still running"}
+UNFINISHED = MappingProxyType({"stopped": "stopped by the user (Stop, Ctrl-C or SIGTERM)", "failed": "failed part way",
+                               "interrupted": "interrupted (its process ended while it ran)",
+                               "running": "still running"})
 """Why a run's report covers only part of its pairs, by the run's status."""
 
 
