@@ -297,12 +297,35 @@ class AppServices:
         cancel: threading.Event | None = None,
         progress: ProgressCallback | None = None,
     ) -> JudgeResult:
-        """Judge one pair and record it."""
+        """Judge one pair and record it (refused, before any generation, when its texts are stored already under
+        the other known label: `refuse_a_contradicting_label`)."""
+        self.refuse_a_contradicting_label(pair)
         config = self._config(strategy, seed)
         backend = self._backend(cancel)
         [judgment] = list(judge_many([pair], backend, config, progress=progress))
         [jid] = self.store.record([judgment], swapped=False)
         return JudgeResult(judgment_id=jid, judgment=judgment, generated=backend.calls)
+
+    def refuse_a_contradicting_label(self, pair: PreferencePair) -> None:
+        """Refuse a pair whose texts are stored already (in either order) with the other known label.
+
+        Recording it would store a second pair with the same texts and the opposite label (pairs are stored by
+        every field), and both would feed training. A label is corrected by a person's verdict in the Review tab.
+        """
+        if pair.label is None:
+            return
+        flipped = pair.swapped()
+        for stored in self.store.pairs_with_content([pair.fingerprint(), flipped.fingerprint()]):
+            same_order = stored.pair.fingerprint() == pair.fingerprint()
+            known, asked = stored.pair.label, pair.label if same_order else flipped.label
+            if known is not None and known != asked:
+                order = "" if same_order else " with the responses in the other order"
+                stored_as = known if same_order else 3 - known  # the stored label in this form's order
+                raise InputError(
+                    f"these texts are stored already as pair {stored.id}{order}, where Response {stored_as} is the "
+                    f"known better one: judging them as Response {pair.label} would add a second copy with the "
+                    f"opposite label; judge them as Response {stored_as} and, if that label is wrong, correct it "
+                    "in the Review tab (save your verdict on the judgment)")
 
     def reaggregate(self, judgment_id: int, strategy: str, *, cancel: threading.Event | None = None) -> JudgeResult:
         """A stored judgment's rollouts aggregated with `strategy` (the record itself is unchanged).
@@ -343,7 +366,8 @@ class AppServices:
         cancel: threading.Event | None = None,
         progress: ProgressCallback | None = None,
     ) -> AuditResult:
-        """Judge a pair in both orders and record them as twins."""
+        """Judge a pair in both orders and record them as twins (refused like `judge` when that would fork a pair)."""
+        self.refuse_a_contradicting_label(pair)
         backend = self._backend(cancel)
         original, swapped = judge_many([pair, pair.swapped()], backend, self._config(None, seed), batch_size=2,
                                        progress=progress)
