@@ -109,6 +109,43 @@ def test_the_confidence_plot_draws_filled_bars_and_a_legend_on_a_fresh_page(page
     shot(page, "plot-fresh-page", selector="#judge-plot")
 
 
+# --- training runs ---------------------------------------------------------------------------------------------
+
+
+def _interrupted_run(db_url: str, folder: Path, *, max_steps: int) -> int:
+    """A run folder and row as an app that died mid-run leaves them (planned for `max_steps` steps, at step 3)."""
+    import json
+    import subprocess
+    import sys
+
+    from reflectrm.training.runs import RunFiles, process_start
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"data": "", "model": "demo", "config": {"max_steps": max_steps}}))
+    RunFiles(folder).update_status(state="interrupted", pid=gone.pid, pid_start=process_start(gone.pid), step=3,
+                                   total_steps=max_steps, started_unix=time.time())
+    with JudgmentStore.open(db_url) as store:
+        return store.add_training_run(snapshot_id=None, base_model="demo", run_dir=str(folder),
+                                      config={"max_steps": max_steps}, status="interrupted").id
+
+
+def test_resume_keeps_the_runs_own_plan_not_the_forms_max_steps(page: Page, db_url: str, tmp_path: Path) -> None:
+    import json
+
+    run_id = _interrupted_run(db_url, tmp_path / "run", max_steps=12)
+    open_tab(page, "Train")
+    wait_value(page, "train-progress", rf"^run #{run_id} interrupted")
+    assert page.locator("#train-max-steps input").input_value() == "100"  # a fresh form, for a new run
+    page.click("#train-resume")
+    status = wait_value(page, "train-status", rf"^(run #{run_id} starts again|resumed run #{run_id}|error)")
+    assert status.startswith(f"run #{run_id} starts again from step 0, to step 12"), status
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["config"]["max_steps"] == 12  # it was 100
+    with JudgmentStore.open(db_url) as store:
+        assert store.training_run(run_id).config["max_steps"] == 12
+
+
 # --- evaluation runs across an app restart -------------------------------------------------------------------------
 
 
