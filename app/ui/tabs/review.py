@@ -46,6 +46,8 @@ def build(wb: Workbench, tab: Any) -> None:
         withdraw = gr.Button("Withdraw my correction", variant="stop", elem_id="review-withdraw")
     with gr.Accordion("Full anatomy", open=False):
         anatomy = gr.HTML(elem_id="review-anatomy", js_on_load=None)
+    # the judgment number the header showed when a key or button was pressed (filled in the browser by SHOWN_JS)
+    on_screen = gr.Textbox(visible=False, elem_id="review-on-screen")
     current, skipped, pending = gr.State(None), gr.State([]), gr.State(None)
     shown = [header, current, query, r1, r2, analyses, right, wrong, note, anatomy, status, pending]
 
@@ -86,15 +88,17 @@ def build(wb: Workbench, tab: Any) -> None:
             return {**unchanged(shown), status: f"error: {exc}"}
 
     def save(verdict: int):
-        def handler(cur, ok, bad, text, name, waiting, skip_ids, src, request: gr.Request):
+        def handler(cur, ok, bad, text, name, waiting, skip_ids, src, seen, request: gr.Request):
             if not cur:
                 return {**unchanged(shown), status: "nothing to correct: press n (Next) to load an item"}
             try:
+                target = judgment_number(seen or "") or cur  # the item on screen, not the one the state moved to
                 marks = parse_marks(ok or [], bad or [])
                 # a confirmation answers the question asked: marks changed since then are asked about afresh
-                asked = [cur, verdict, [[k, mark] for k, mark in sorted(marks.items())]]
-                record = services.correct(int(cur), verdict=verdict, author=user_of(request) or name or "",
-                                          note=text or "", marks=marks, confirmed=waiting == asked)
+                asked = [target, verdict, [[k, mark] for k, mark in sorted(marks.items())]]
+                record = services.correct(int(target), verdict=verdict, author=user_of(request) or name or "",
+                                          note=text or "", marks=marks, confirmed=waiting == asked,
+                                          reviewer=session_key(request, "review"))
             except NeedsConfirmation as exc:
                 gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
@@ -119,9 +123,9 @@ def build(wb: Workbench, tab: Any) -> None:
     def first_item(cur, skip_ids, src, request: gr.Request):
         return unchanged(shown) if cur else next_item(None, skip_ids, src, request)
 
-    save_inputs = [current, right, wrong, note, reviewer, pending, skipped, source]
+    save_inputs = [current, right, wrong, note, reviewer, pending, skipped, source, on_screen]
     for button, verdict in ((b1, 1), (b2, 2)):
-        button.click(save(verdict), save_inputs, shown, api_visibility="private", concurrency_limit=8)
+        button.click(save(verdict), save_inputs, shown, api_visibility="private", concurrency_limit=8, js=SHOWN_JS)
     nxt.click(next_item, [current, skipped, source], shown, api_visibility="private", concurrency_limit=8)
     skip.click(skip_item, [current, skipped, source], [*shown, skipped], api_visibility="private",
                concurrency_limit=8)
@@ -130,5 +134,13 @@ def build(wb: Workbench, tab: Any) -> None:
     jump.submit(open_item, jump, shown, api_visibility="private")
     tab.select(first_item, [current, skipped, source], shown, api_visibility="private")
 
+
+SHOWN_JS = """(...values) => {
+  const header = document.querySelector('#review-header textarea');
+  const m = header ? header.value.match(/^Judgment #(\\d+)/) : null;
+  values[values.length - 1] = m ? m[1] : "";
+  return values;
+}"""
+"""Runs in the browser as a save is pressed: its last input becomes the judgment number the header shows then."""
 
 TAB = TabSpec(label="Review queue", id="review", build=build)
