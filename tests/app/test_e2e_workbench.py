@@ -150,6 +150,20 @@ def test_a_second_key_right_after_a_save_never_saves_the_next_item(page: Page, d
     assert set(_corrected(db_url)) - set(before) == {first}
 
 
+def test_saves_by_keyboard_are_said_in_one_status_line_not_a_pile_of_toasts(page: Page, db_url: str) -> None:
+    open_tab(page, "Review queue")
+    header = wait_value(page, "review-header", r"^Judgment #\d+")
+    for _ in range(3):
+        saved = int(re.match(r"Judgment #(\d+)", header).group(1))
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("1")
+        said = wait_value(page, "review-status", rf"\(judgment #{saved}\); the next item is shown")
+        header = shown_judgment(page, header)
+    assert said.startswith("Saved correction") and said.count("Saved") == 1  # replaced, not appended
+    expect(page.locator("#review-status")).to_be_in_viewport()  # where the keys are, without scrolling
+    assert page.locator(".toast-body").count() == 0, page.locator(".toast-body").all_inner_texts()
+
+
 # --- training runs ---------------------------------------------------------------------------------------------
 
 

@@ -26,6 +26,10 @@ def build(wb: Workbench, tab: Any) -> None:
         jump = gr.Textbox(label="Open judgment #", scale=1, elem_id="review-jump")
         open_btn = gr.Button("Open", scale=1, elem_id="review-open")
     header = gr.Textbox(label="Item", interactive=False, lines=2, elem_id="review-header")
+    # under the item's header, where the eye is after a key (and no toast: a toast per save piled up over the
+    # analyses): each action replaces it
+    status = gr.Textbox(label="Last action: saved, or a confirmation to answer", interactive=False,
+                        elem_id="review-status")
     query = gr.Textbox(label="Query", interactive=False, lines=2, elem_id="review-query")
     with gr.Row():
         r1 = gr.Textbox(label="Response 1", interactive=False, lines=3, elem_id="review-resp1")
@@ -35,9 +39,6 @@ def build(wb: Workbench, tab: Any) -> None:
         right = gr.CheckboxGroup(label="Mark analyses right", choices=[], elem_id="review-right")
         wrong = gr.CheckboxGroup(label="Mark analyses wrong", choices=[], elem_id="review-wrong")
     note = gr.Textbox(label="Note (optional)", lines=1, elem_id="review-note")
-    # beside the buttons (and as a toast): a keyboard user sees what a key did without scrolling
-    status = gr.Textbox(label="Last action: saved, or a confirmation to answer", interactive=False,
-                        elem_id="review-status")
     with gr.Row():
         b1 = gr.Button("Response 1 better  [1]", variant="primary", elem_id="review-r1")
         b2 = gr.Button("Response 2 better  [2]", variant="primary", elem_id="review-r2")
@@ -104,8 +105,8 @@ def build(wb: Workbench, tab: Any) -> None:
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
             except ReflectRMError as exc:
                 return {**unchanged(shown), status: f"error: {exc}", pending: None}
-            saved = f"{views.correction_text(record)} (judgment #{cur}); the next item is shown"
-            gr.Info(saved, title="Saved")
+            # said in the status line beside the keys, replaced by the next save (toasts piled up over the analyses)
+            saved = f"{views.correction_text(record)} (judgment #{target}); the next item is shown"
             return next_item(cur, skip_ids, src, request, note_text=saved)
 
         return handler
