@@ -23,7 +23,7 @@ from reflectrm_db.services import JudgmentStore  # noqa: E402
 from tests.app.browser import (  # noqa: E402
     CHROMIUM, app_process, launch_chromium, running_app,
 )
-from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, value, wait_value  # noqa: E402
+from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, table, value, wait_value  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
@@ -207,6 +207,22 @@ def test_resume_keeps_the_runs_own_plan_not_the_forms_max_steps(page: Page, db_u
 def eval_runs(db_url: str) -> list[EvalRunRecord]:
     with JudgmentStore.open(db_url) as store:
         return EvalStore(store).runs()
+
+
+def test_a_fresh_page_lists_the_evaluation_runs_made_since_the_app_started(browser: Browser, app_url: str,
+                                                                         db_url: str) -> None:
+    with JudgmentStore.open(db_url) as store:
+        run_id, _ = EvalStore(store).start(run_key="fresh-page-run", values={
+            "model": "m", "model_revision": "", "benchmark": "after-start", "data": "", "partial": "",
+            "config": {"strategies": ["reflectrm"]}, "items_total": 4})
+    page = new_page(browser, app_url)
+    try:
+        open_tab(page, "Evaluate")
+        # the table was filled once, as the app started: a run made since needed Refresh runs
+        expect(page.locator("#eval-runs")).to_contain_text("after-start")
+        assert any(r.get("run") == str(run_id) or str(run_id) in r.values() for r in table(page, "eval-runs"))
+    finally:
+        page.context.close()
 
 
 def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(browser: Browser,

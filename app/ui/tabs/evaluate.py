@@ -43,7 +43,8 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         stop_btn = gr.Button("Stop", elem_id="eval-stop")
     status = gr.Textbox(_interrupted_text(interrupted), label="Status", interactive=False, elem_id="eval-status")
-    runs = gr.Dataframe(evals.runs_table(), headers=list(RUN_COLUMNS), label="Runs", interactive=False,
+    # a callable: each page load reads the runs (a value would be the runs as the app started)
+    runs = gr.Dataframe(evals.runs_table, headers=list(RUN_COLUMNS), label="Runs", interactive=False,
                         elem_id="eval-runs")
     with gr.Row():
         refresh_btn = gr.Button("Refresh runs", elem_id="eval-refresh")
@@ -77,25 +78,25 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         try:
             number = run_number(rid, "Run")
         except ReflectRMError as exc:
-            return f"error: {exc}", evals.runs_table(), gr.update(), "", ""
+            return f"error: {exc}", evals.runs_table(), gr.update(), "", "", gr.update()
         return execute(lambda cancel, report: evals.resume(number, cancel=cancel, progress=report), progress)
 
     def execute(work, progress):
         if services.cancels.running(RUN_KEY):
             return ("an evaluation is already running: wait for it, or Stop it (from any browser)",
-                    evals.runs_table(), gr.update(), "", "")
+                    evals.runs_table(), gr.update(), "", "", gr.update())
         cancel = services.cancels.start(RUN_KEY)
         try:
             progress(0, desc="loading the pairs")
             run = work(cancel, lambda done, total: progress(done / max(1, total), desc=f"{done}/{total} pairs"))
         except ReflectRMError as exc:
             return (failure_text(exc, stopped="stopped: the pairs judged so far are kept; Resume goes on"),
-                    evals.runs_table(), gr.update(), "", "")
+                    evals.runs_table(), gr.update(), "", "", gr.update())
         finally:
             services.cancels.finish(RUN_KEY, cancel)
         view = evals.view(run.id)
         return (f"run {run.id} {run.status}: {run.items_done}/{run.items_total} pair-orders judged",
-                evals.runs_table(), run.id, view.markdown, view.plot_svg)
+                evals.runs_table(), run.id, view.markdown, view.plot_svg, evals.items_to_check(run.id))
 
     def stop():
         return "stopping after the current generation" if services.cancels.cancel(RUN_KEY) else "nothing is running"
@@ -117,7 +118,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     def first_cell(evt: gr.SelectData):
         return str(evt.row_value[0]) if evt.row_value else ""
 
-    run_outputs = [status, runs, run_id, report, plot]
+    run_outputs = [status, runs, run_id, report, plot, items]  # the items with the report: no Show report needed
     run_btn.click(launch, [benchmark, data, subset, limit, strategies, both], run_outputs, api_visibility="private",
                   show_progress_on=status)
     resume_btn.click(resume, run_id, run_outputs, api_visibility="private", show_progress_on=status)
