@@ -25,7 +25,7 @@ OpenHook = Callable[[gr.Button, gr.Textbox, gr.Textbox], None]
 RUN_KEY = "app:evaluate"  # runs belong to the app, not to a browser session: any session's Stop stops them
 
 
-def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
+def build(services: Any, *, open_in_judge: OpenHook | None = None, tab: Any = None) -> None:
     """Lay out the tab and wire its events (called inside `with gr.Tab(...)`)."""
     evals = EvaluationService(services)
     interrupted = evals.mark_interrupted()  # built once, as the app starts: what a restart cut off says so
@@ -43,8 +43,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         stop_btn = gr.Button("Stop", elem_id="eval-stop")
     status = gr.Textbox(_interrupted_text(interrupted), label="Status", interactive=False, elem_id="eval-status")
-    # a callable: each page load reads the runs (a value would be the runs as the app started)
-    runs = gr.Dataframe(evals.runs_table, headers=list(RUN_COLUMNS), label="Runs", interactive=False,
+    runs = gr.Dataframe(evals.runs_table(), headers=list(RUN_COLUMNS), label="Runs", interactive=False,
                         elem_id="eval-runs")
     with gr.Row():
         refresh_btn = gr.Button("Refresh runs", elem_id="eval-refresh")
@@ -131,6 +130,8 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     if open_in_judge is not None:
         open_in_judge(open_btn, judgment_id, open_status)
     benchmark.focus(lambda: gr.update(choices=evals.choices()), None, benchmark, api_visibility="private")
+    if tab is not None:  # the table as built is the runs as the app started: read them whenever the tab is opened
+        tab.select(evals.runs_table, None, runs, api_visibility="private", show_progress="hidden")
 
 
 def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Textbox, status: gr.Textbox) -> None:
@@ -170,4 +171,5 @@ def _interrupted_text(run_ids: list[int]) -> str:
 
 
 TAB = TabSpec(label="Evaluate", id="evaluate",
-              build=lambda wb, tab: build(wb.services, open_in_judge=lambda b, j, s: _open_in_judge(wb, b, j, s)))
+              build=lambda wb, tab: build(wb.services, open_in_judge=lambda b, j, s: _open_in_judge(wb, b, j, s),
+                                          tab=tab))
