@@ -315,12 +315,35 @@ class AppServices:
         cancel: threading.Event | None = None,
         progress: ProgressCallback | None = None,
     ) -> JudgeResult:
-        """Judge one pair and record it."""
+        """Judge one pair and record it (refused, before any generation, when its texts are stored already under
+        the other known label: `refuse_a_contradicting_label`)."""
+        self.refuse_a_contradicting_label(pair)
         config = self._config(strategy, seed)
         backend = self._backend(cancel)
         [judgment] = list(judge_many([pair], backend, config, progress=progress))
         [jid] = self.store.record([judgment], swapped=False)
         return JudgeResult(judgment_id=jid, judgment=judgment, generated=backend.calls)
+
+    def refuse_a_contradicting_label(self, pair: PreferencePair) -> None:
+        """Refuse a pair whose texts are stored already (in either order) with the other known label.
+
+        Recording it would store a second pair with the same texts and the opposite label (pairs are stored by
+        every field), and both would feed training. A label is corrected by a person's verdict in the Review tab.
+        """
+        if pair.label is None:
+            return
+        flipped = pair.swapped()
+        for stored in self.store.pairs_with_content([pair.fingerprint(), flipped.fingerprint()]):
+            same_order = stored.pair.fingerprint() == pair.fingerprint()
+            known, asked = stored.pair.label, pair.label if same_order else flipped.label
+            if known is not None and known != asked:
+                order = "" if same_order else " with the responses in the other order"
+                stored_as = known if same_order else 3 - known  # the stored label in this form's order
+                raise InputError(
+                    f"these texts are stored already as pair {stored.id}{order}, where Response {stored_as} is the "
+                    f"known better one: judging them as Response {pair.label} would add a second copy with the "
+                    f"opposite label; judge them as Response {stored_as} and, if that label is wrong, correct it "
+                    "in the Review tab (save your verdict on the judgment)")
 
     def reaggregate(self, judgment_id: int, strategy: str, *, cancel: threading.Event | None = None) -> JudgeResult:
         """A stored judgment's rollouts aggregated with `strategy` (the record itself is unchanged).
@@ -361,7 +384,8 @@ class AppServices:
         cancel: threading.Event | None = None,
         progress: ProgressCallback | None = None,
     ) -> AuditResult:
-        """Judge a pair in both orders and record them as twins."""
+        """Judge a pair in both orders and record them as twins (refused like `judge` when that would fork a pair)."""
+        self.refuse_a_contradicting_label(pair)
         backend = self._backend(cancel)
         original, swapped = judge_many([pair, pair.swapped()], backend, self._config(None, seed), batch_size=2,
                                        progress=progress)
@@ -474,14 +498,19 @@ class AppServices:
         note: str = "",
         marks: Mapping[int, Mark] | None = None,
         confirmed: bool = True,
+        reviewer: str | None = None,
     ) -> CorrectionRecord:
         """Save a person's verdict (a new correction, or an edit with history of the judgment's active one).
 
         With `confirmed=False`, a verdict that contradicts the pair's known label or every one of the
         judge's parseable samples raises `NeedsConfirmation` instead (the UI asks; the API saves).
+        With `reviewer` (the Review tab's session), the verdict is saved only on the item that reviewer has
+        on screen: a key that lands as the next item replaces the saved one must not save that unread item.
         """
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
+        if reviewer is not None:
+            self._refuse_an_item_not_on_screen(int(judgment_id), reviewer)
         if not confirmed:
             judgment = self.store.load(int(judgment_id)).judgment
             reason = contest_reason(judgment, verdict)
@@ -498,6 +527,13 @@ class AppServices:
         author = author.strip() or self.settings.app.author
         return self.store.correct(int(judgment_id), verdict=verdict, author=author, note=note,
                                   marks=dict(marks or {}), edit_active=True)
+
+    def _refuse_an_item_not_on_screen(self, judgment_id: int, reviewer: str) -> None:
+        shown = self.leases.current(reviewer)
+        if shown != judgment_id:
+            now = f"#{shown} is shown now" if shown is not None else "open it again"
+            raise InputError(f"nothing saved: judgment #{judgment_id} is no longer the item on your screen ({now}): "
+                             "read it, then press the key again")
 
     def withdraw(self, judgment_id: int, *, author: str) -> CorrectionRecord:
         """Withdraw the judgment's active correction (its examples are withdrawn with it).

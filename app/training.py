@@ -253,6 +253,13 @@ class TrainingService:
                 changes["config"] = {**run.config, "max_steps": steps}
             return self.store.update_training_run(run_id, **changes)
 
+    def resume_from_form(self, run_id: int, *, form_steps: int) -> TrainingRunRecord:
+        """Resume as the Train tab's Resume button does: a stopped run keeps its own recorded plan (the form's Max
+        steps is the next new run's: it once turned an interrupted 12-step run into "step 26 / 100"); only a
+        completed run takes the form's Max steps, as how far to train it further."""
+        completed = self.store.training_run(int(run_id)).status == "completed"
+        return self.resume(run_id, max_steps=form_steps if completed else None)
+
     def resume_point(self, run_id: int) -> int | None:
         """The step of the checkpoint a resume of the run starts from; None: it has none (it starts at step 0)."""
         checkpoint = last_checkpoint(self.store.training_run(int(run_id)).run_dir)

@@ -182,6 +182,14 @@ def get_pairs(session: Session, *, pair_ids: Sequence[int]) -> dict[int, Prefere
     return out
 
 
+def pairs_with_content(session: Session, *, fingerprints: Sequence[str], limit: int) -> list[StoredPair]:
+    """Stored pairs whose content (`PreferencePair.fingerprint`: conversation and both responses) is one of
+    `fingerprints`, whatever their label, source or id; in id order, at most `limit`."""
+    stmt = (select(m.Pair.__table__).where(m.Pair.fingerprint.in_(list(dict.fromkeys(fingerprints))))
+            .order_by(m.Pair.id).limit(limit))
+    return [StoredPair(row.id, pair_from_row(row), row.created_at) for row in session.execute(stmt)]
+
+
 def list_pairs(session: Session, *, source: str | None, limit: int, offset: int) -> list[StoredPair]:
     stmt = select(m.Pair.__table__).order_by(m.Pair.id).limit(limit).offset(offset)
     if source is not None:

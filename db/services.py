@@ -246,6 +246,10 @@ class JudgmentStore:
     def list_pairs(self, *, source: str | None = None, limit: int = 100, offset: int = 0) -> list[StoredPair]:
         return self._read(lambda s: repository.list_pairs(s, source=source, limit=limit, offset=offset))
 
+    def pairs_with_content(self, fingerprints: Sequence[str], *, limit: int = 50) -> list[StoredPair]:
+        """Stored pairs with one of these contents (`PreferencePair.fingerprint`), any label; in id order."""
+        return self._read(lambda s: repository.pairs_with_content(s, fingerprints=fingerprints, limit=limit))
+
     def sources(self) -> list[str]:
         """The data sets (pair sources) in the store, sorted."""
         return self._read(repository.list_sources)

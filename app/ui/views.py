@@ -392,11 +392,12 @@ def withdrawn_text(before: CorrectionRecord) -> str:
             f"and {len(before.reflection_pair_ids)} reflection pair(s)")
 
 
-def resumed_text(run_id: int, checkpoint_step: int | None) -> str:
-    """Where a resumed training run starts: its last checkpoint, or (with none yet) step 0."""
+def resumed_text(run_id: int, checkpoint_step: int | None, *, max_steps: int | None = None) -> str:
+    """Where a resumed training run starts (its last checkpoint, or with none yet step 0) and where it stops."""
+    plan = f", to step {max_steps}" if max_steps else ""
     if checkpoint_step is None:
-        return f"run #{run_id} starts again from step 0: it stopped before its first checkpoint"
-    return f"resumed run #{run_id} from its checkpoint at step {checkpoint_step}"
+        return f"run #{run_id} starts again from step 0{plan}: it stopped before its first checkpoint"
+    return f"resumed run #{run_id} from its checkpoint at step {checkpoint_step}{plan}"
 
 
 def correction_text(c: CorrectionRecord) -> str:

@@ -191,6 +191,40 @@ def test_judge_a_pair_shows_eight_analyses_an_anchor_and_a_verdict(page: Page) -
     expect(anatomy.locator('[data-field="tie-breaker"]')).to_contain_text("most confident sample")
 
 
+def _stored_pair(db_url: str, pair_id: int) -> PreferencePair:
+    with JudgmentStore.open(db_url) as store:
+        return store.pairs_by_id([pair_id])[0]
+
+
+def _pair_rows(db_url: str) -> int:
+    with JudgmentStore.open(db_url) as store:
+        return store.counts()["pairs"]
+
+
+def test_judging_stored_texts_under_the_other_label_is_refused_in_one_line_in_the_form_and_the_api(
+    page: Page, app_url: str, db_url: str, seeded_ids: list[int]
+) -> None:
+    from gradio_client import Client
+
+    stored = _stored_pair(db_url, 2)  # a seeded pair, labelled Response 1
+    assert stored.label == 1
+    pairs = _pair_rows(db_url)
+    page.fill("#judge-query textarea", stored.query)
+    page.fill("#judge-r1 textarea", stored.response_1)
+    page.fill("#judge-r2 textarea", stored.response_2)
+    page.locator("#judge-label label", has_text="Response 2").click()
+    page.click("#judge-run")
+    status = wait_value(page, "judge-status", r"^error: ")
+    assert "\n" not in status and "stored already as pair 2" in status and "Review tab" in status, status
+    assert stored.response_2.strip() not in status  # no texts echoed
+    # the API: the same texts with the responses swapped and the same number are the same contradiction
+    with pytest.raises(Exception) as caught:
+        Client(app_url, verbose=False).predict(stored.query, stored.response_2, stored.response_1, "", "reflectrm", 0,
+                                               1, api_name="/judge")
+    assert "stored already as pair 2 with the responses in the other order" in str(caught.value), str(caught.value)
+    assert _pair_rows(db_url) == pairs  # never a second, contradicting copy
+
+
 # --- hostile text -------------------------------------------------------------------------------------------------
 
 

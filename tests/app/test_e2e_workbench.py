@@ -23,7 +23,7 @@ from reflectrm_db.services import JudgmentStore  # noqa: E402
 from tests.app.browser import (  # noqa: E402
     CHROMIUM, app_process, launch_chromium, running_app,
 )
-from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, value, wait_value  # noqa: E402
+from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, table, value, wait_value  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
@@ -109,12 +109,120 @@ def test_the_confidence_plot_draws_filled_bars_and_a_legend_on_a_fresh_page(page
     shot(page, "plot-fresh-page", selector="#judge-plot")
 
 
+def _corrected(db_url: str) -> list[int]:
+    with JudgmentStore.open(db_url) as store:
+        return sorted(c.judgment_id for c in store.corrections())
+
+
+def _stale_screen(page: Page, header: str) -> None:
+    """The header still shows the saved item while the page's state has moved to the next one (a slow render)."""
+    page.evaluate("""([text]) => { const t = document.querySelector('#review-header textarea');
+                     t.value = text; t.dispatchEvent(new Event('input', {bubbles: true})); }""", [header])
+
+
+@pytest.mark.parametrize("stale", [
+    # the reported case: the key lands as the next item replaces the saved one, and saved the unread item
+    pytest.param(True, id="key-while-the-saved-item-is-still-shown"),
+    # a double press: the second is taken while the first save is pending, never on the next item
+    pytest.param(False, id="double-press"),
+])
+def test_a_second_key_right_after_a_save_never_saves_the_next_item(page: Page, db_url: str, stale: bool) -> None:
+    open_tab(page, "Review queue")
+    header = wait_value(page, "review-header", r"^Judgment #\d+")
+    first = int(re.match(r"Judgment #(\d+)", header).group(1))
+    before = _corrected(db_url)
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("1")
+    if stale:
+        wait_value(page, "review-status", rf"\(judgment #{first}\)")
+        following = shown_judgment(page, header)
+        _stale_screen(page, header)
+        page.keyboard.press("1")
+        said = wait_value(page, "review-status", r"^error: nothing saved")
+        assert f"judgment #{first} is no longer the item on your screen" in said, said
+        assert following.split()[1] in said  # it names the item now current
+    else:
+        page.keyboard.press("1")
+        wait_value(page, "review-status", rf"\(judgment #{first}\)")
+        shown_judgment(page, header)
+    page.click("#review-next")  # a later action's answer: the keys' events have all been answered before it
+    shown_judgment(page, value(page, "review-header"))
+    assert set(_corrected(db_url)) - set(before) == {first}
+
+
+def test_saves_by_keyboard_are_said_in_one_status_line_not_a_pile_of_toasts(page: Page, db_url: str) -> None:
+    open_tab(page, "Review queue")
+    header = wait_value(page, "review-header", r"^Judgment #\d+")
+    for _ in range(3):
+        saved = int(re.match(r"Judgment #(\d+)", header).group(1))
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("1")
+        said = wait_value(page, "review-status", rf"\(judgment #{saved}\); the next item is shown")
+        header = shown_judgment(page, header)
+    assert said.startswith("Saved correction") and said.count("Saved") == 1  # replaced, not appended
+    expect(page.locator("#review-status")).to_be_in_viewport()  # where the keys are, without scrolling
+    assert page.locator(".toast-body").count() == 0, page.locator(".toast-body").all_inner_texts()
+
+
+# --- training runs ---------------------------------------------------------------------------------------------
+
+
+def _interrupted_run(db_url: str, folder: Path, *, max_steps: int) -> int:
+    """A run folder and row as an app that died mid-run leaves them (planned for `max_steps` steps, at step 3)."""
+    import json
+    import subprocess
+    import sys
+
+    from reflectrm.training.runs import RunFiles, process_start
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"data": "", "model": "demo", "config": {"max_steps": max_steps}}))
+    RunFiles(folder).update_status(state="interrupted", pid=gone.pid, pid_start=process_start(gone.pid), step=3,
+                                   total_steps=max_steps, started_unix=time.time())
+    with JudgmentStore.open(db_url) as store:
+        return store.add_training_run(snapshot_id=None, base_model="demo", run_dir=str(folder),
+                                      config={"max_steps": max_steps}, status="interrupted").id
+
+
+def test_resume_keeps_the_runs_own_plan_not_the_forms_max_steps(page: Page, db_url: str, tmp_path: Path) -> None:
+    import json
+
+    run_id = _interrupted_run(db_url, tmp_path / "run", max_steps=12)
+    open_tab(page, "Train")
+    wait_value(page, "train-progress", rf"^run #{run_id} interrupted")
+    assert page.locator("#train-max-steps input").input_value() == "100"  # a fresh form, for a new run
+    page.click("#train-resume")
+    status = wait_value(page, "train-status", rf"^(run #{run_id} starts again|resumed run #{run_id}|error)")
+    assert status.startswith(f"run #{run_id} starts again from step 0, to step 12"), status
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["config"]["max_steps"] == 12  # it was 100
+    with JudgmentStore.open(db_url) as store:
+        assert store.training_run(run_id).config["max_steps"] == 12
+
+
 # --- evaluation runs across an app restart -------------------------------------------------------------------------
 
 
 def eval_runs(db_url: str) -> list[EvalRunRecord]:
     with JudgmentStore.open(db_url) as store:
         return EvalStore(store).runs()
+
+
+def test_a_fresh_page_lists_the_evaluation_runs_made_since_the_app_started(browser: Browser, app_url: str,
+                                                                         db_url: str) -> None:
+    with JudgmentStore.open(db_url) as store:
+        run_id, _ = EvalStore(store).start(run_key="fresh-page-run", values={
+            "model": "m", "model_revision": "", "benchmark": "after-start", "data": "", "partial": "",
+            "config": {"strategies": ["reflectrm"]}, "items_total": 4})
+    page = new_page(browser, app_url)
+    try:
+        open_tab(page, "Evaluate")
+        # the table was filled once, as the app started: a run made since needed Refresh runs
+        expect(page.locator("#eval-runs")).to_contain_text("after-start")
+        assert any(r.get("run") == str(run_id) or str(run_id) in r.values() for r in table(page, "eval-runs"))
+    finally:
+        page.context.close()
 
 
 def test_a_run_cut_off_by_a_crash_is_interrupted_after_a_restart_and_resumes(browser: Browser,

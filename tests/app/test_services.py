@@ -84,6 +84,77 @@ def test_judging_a_picked_pair_under_another_label_is_refused_and_adds_no_pair(
     assert len(services.pairs(source)) == before
 
 
+def _typed(stored: PreferencePair, *, order: str, label: int | None) -> PreferencePair:
+    """The stored pair's texts typed into the Judge form (or sent to /judge): no data-set identity."""
+    shown = stored if order == "same" else stored.swapped()
+    return build_pair(query=shown.query, messages="", response_1=shown.response_1, response_2=shown.response_2,
+                      label=label)
+
+
+@pytest.mark.parametrize("stored_label, order, label, refused", [
+    # the reported fork: the same texts typed again with the other known label became a second pair
+    pytest.param(1, "same", 2, True, id="same-order-other-label"),
+    # the same number in the other order names the other response: a contradiction too
+    pytest.param(1, "swapped", 1, True, id="swapped-order-same-number"),
+    pytest.param(2, "same", 1, True, id="stored-as-2-typed-as-1"),
+    # agreeing with what is stored, or saying nothing, contradicts nothing
+    pytest.param(1, "same", 1, False, id="same-label"),
+    pytest.param(1, "swapped", 2, False, id="swapped-order-label-follows"),
+    pytest.param(1, "same", None, False, id="unknown-label"),
+    # an unlabelled stored pair gains a label: nothing to contradict
+    pytest.param(None, "same", 2, False, id="stored-unlabelled"),
+])
+@pytest.mark.parametrize("action", ["judge", "audit"])
+def test_judging_stored_texts_under_the_other_known_label_is_refused_before_generating(
+    services: AppServices, pair: PreferencePair, scripted_backend: ScriptedBackend, stored_label: int | None,
+    order: str, label: int | None, refused: bool, action: str,
+) -> None:
+    stored = PreferencePair.from_dict({**pair.to_dict(), "label": stored_label})
+    services.store.add_pairs([stored])
+    before = services.store.counts()
+    typed = _typed(stored, order=order, label=label)
+    if refused:
+        with pytest.raises(InputError) as caught:
+            getattr(services, action)(typed)
+        message = str(caught.value)
+        assert "\n" not in message and "second copy" in message and "Review tab" in message
+        assert pair.query not in message and pair.response_1 not in message  # the texts are not echoed
+        assert services.store.counts() == before  # no pair, no judgment
+        assert scripted_backend.calls == []  # refused before any generation
+    else:
+        getattr(services, action)(typed)
+        assert services.store.counts()["judgments"] == before["judgments"] + (1 if action == "judge" else 2)
+
+
+@pytest.mark.parametrize("on_screen, saved", [
+    pytest.param("first", True, id="the-item-on-screen"),
+    # the reported trap: the reviewer's screen moved on to the next item; a key meant for the first must not
+    # save the next one, and one that names the first is refused as well (it is not on screen any more)
+    pytest.param("next", False, id="the-screen-moved-on"),
+    pytest.param("nothing", False, id="nothing-taken"),  # never shown to this reviewer
+    pytest.param(None, True, id="api-without-a-reviewer"),  # /correct names its judgment itself
+])
+def test_a_review_save_lands_only_on_the_item_the_reviewer_has_on_screen(
+    services: AppServices, pair: PreferencePair, on_screen: str | None, saved: bool
+) -> None:
+    ids = [services.judge(PreferencePair.from_query(f"What is {k} + 1?", f"{k + 1}", f"{k + 2}", label=1)).judgment_id
+           for k in range(2)]
+    first = services.next_for_review(reviewer="r")
+    if on_screen == "next":
+        services.next_for_review(reviewer="r", after=first.stored.id)
+    elif on_screen == "nothing":
+        services.release("r")
+    reviewer = None if on_screen is None else "r"
+    if saved:
+        record = services.correct(first.stored.id, verdict=1, author="r", reviewer=reviewer)
+        assert record.judgment_id == first.stored.id
+    else:
+        with pytest.raises(InputError, match=rf"nothing saved: judgment #{first.stored.id} is no longer the item"):
+            services.correct(first.stored.id, verdict=1, author="r", reviewer=reviewer)
+        assert services.store.corrections() == []
+    assert set(ids) >= {first.stored.id}
+
+
 def test_parse_marks_and_ids() -> None:
     assert parse_marks([0, 3], [5]) == {0: "right", 3: "right", 5: "wrong"}
     with pytest.raises(InputError, match="both right and wrong"):

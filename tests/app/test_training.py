@@ -228,6 +228,49 @@ def test_resume_says_where_it_starts(paths, checkpoints: tuple[int, ...], said: 
         services.close()
 
 
+class _LaunchedWorker:
+    """What `jobs.resume_run` was asked (the worker itself is left out: the plan is what is tested)."""
+
+    def __init__(self) -> None:
+        self.max_steps: list[int | None] = []
+
+    def __call__(self, run_dir, *, max_steps=None, env=None):  # noqa: ANN001, ANN204
+        self.max_steps.append(max_steps)
+        return None
+
+
+@pytest.mark.parametrize(("state", "form_steps", "asked", "planned"), [
+    # the reported trap: a fresh form says 100, and an interrupted 10-step run resumed as "step 3 / 100"
+    pytest.param("interrupted", 100, None, 10, id="interrupted-keeps-its-plan"),
+    pytest.param("cancelled", 100, None, 10, id="cancelled-keeps-its-plan"),
+    pytest.param("failed", 4, None, 10, id="failed-keeps-its-plan-under-a-smaller-form"),
+    # a completed run has no plan left: the form's Max steps says how far to train it further
+    pytest.param("completed", 25, 25, 25, id="completed-trains-further-to-the-form"),
+    pytest.param("completed", 3, "completed all its 3 steps", 10, id="completed-and-the-form-no-further"),
+])
+def test_resume_from_the_form_keeps_a_stopped_runs_own_plan(
+    paths, monkeypatch: pytest.MonkeyPatch, state: str, form_steps: int, asked: int | str | None, planned: int,
+) -> None:
+    from reflectrm_app import training as training_module
+
+    launched = _LaunchedWorker()
+    monkeypatch.setattr(training_module.jobs, "resume_run", launched)
+    services = open_services(*paths)
+    try:
+        run_id = _fake_run(services, paths[1], pid=_dead_pid(), state=state)
+        if isinstance(asked, str):
+            with pytest.raises(InputError, match=asked):
+                services.training.resume_from_form(run_id, form_steps=form_steps)
+            assert launched.max_steps == []
+        else:
+            run = services.training.resume_from_form(run_id, form_steps=form_steps)
+            assert launched.max_steps == [asked]
+            assert run.config["max_steps"] == planned
+        assert services.store.training_run(run_id).config["max_steps"] == planned
+    finally:
+        services.close()
+
+
 def _dead_pid() -> int:
     import subprocess
     import sys

@@ -25,7 +25,7 @@ OpenHook = Callable[[gr.Button, gr.Textbox, gr.Textbox], None]
 RUN_KEY = "app:evaluate"  # runs belong to the app, not to a browser session: any session's Stop stops them
 
 
-def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
+def build(services: Any, *, open_in_judge: OpenHook | None = None, tab: Any = None) -> None:
     """Lay out the tab and wire its events (called inside `with gr.Tab(...)`)."""
     evals = EvaluationService(services)
     interrupted = evals.mark_interrupted()  # built once, as the app starts: what a restart cut off says so
@@ -77,25 +77,25 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
         try:
             number = run_number(rid, "Run")
         except ReflectRMError as exc:
-            return f"error: {exc}", evals.runs_table(), gr.update(), "", ""
+            return f"error: {exc}", evals.runs_table(), gr.update(), "", "", gr.update()
         return execute(lambda cancel, report: evals.resume(number, cancel=cancel, progress=report), progress)
 
     def execute(work, progress):
         if services.cancels.running(RUN_KEY):
             return ("an evaluation is already running: wait for it, or Stop it (from any browser)",
-                    evals.runs_table(), gr.update(), "", "")
+                    evals.runs_table(), gr.update(), "", "", gr.update())
         cancel = services.cancels.start(RUN_KEY)
         try:
             progress(0, desc="loading the pairs")
             run = work(cancel, lambda done, total: progress(done / max(1, total), desc=f"{done}/{total} pairs"))
         except ReflectRMError as exc:
             return (failure_text(exc, stopped="stopped: the pairs judged so far are kept; Resume goes on"),
-                    evals.runs_table(), gr.update(), "", "")
+                    evals.runs_table(), gr.update(), "", "", gr.update())
         finally:
             services.cancels.finish(RUN_KEY, cancel)
         view = evals.view(run.id)
         return (f"run {run.id} {run.status}: {run.items_done}/{run.items_total} pair-orders judged",
-                evals.runs_table(), run.id, view.markdown, view.plot_svg)
+                evals.runs_table(), run.id, view.markdown, view.plot_svg, evals.items_to_check(run.id))
 
     def stop():
         return "stopping after the current generation" if services.cancels.cancel(RUN_KEY) else "nothing is running"
@@ -117,7 +117,7 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     def first_cell(evt: gr.SelectData):
         return str(evt.row_value[0]) if evt.row_value else ""
 
-    run_outputs = [status, runs, run_id, report, plot]
+    run_outputs = [status, runs, run_id, report, plot, items]  # the items with the report: no Show report needed
     run_btn.click(launch, [benchmark, data, subset, limit, strategies, both], run_outputs, api_visibility="private",
                   show_progress_on=status)
     resume_btn.click(resume, run_id, run_outputs, api_visibility="private", show_progress_on=status)
@@ -130,6 +130,8 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None) -> None:
     if open_in_judge is not None:
         open_in_judge(open_btn, judgment_id, open_status)
     benchmark.focus(lambda: gr.update(choices=evals.choices()), None, benchmark, api_visibility="private")
+    if tab is not None:  # the table as built is the runs as the app started: read them whenever the tab is opened
+        tab.select(evals.runs_table, None, runs, api_visibility="private", show_progress="hidden")
 
 
 def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Textbox, status: gr.Textbox) -> None:
@@ -169,4 +171,5 @@ def _interrupted_text(run_ids: list[int]) -> str:
 
 
 TAB = TabSpec(label="Evaluate", id="evaluate",
-              build=lambda wb, tab: build(wb.services, open_in_judge=lambda b, j, s: _open_in_judge(wb, b, j, s)))
+              build=lambda wb, tab: build(wb.services, open_in_judge=lambda b, j, s: _open_in_judge(wb, b, j, s),
+                                          tab=tab))

@@ -26,6 +26,10 @@ def build(wb: Workbench, tab: Any) -> None:
         jump = gr.Textbox(label="Open judgment #", scale=1, elem_id="review-jump")
         open_btn = gr.Button("Open", scale=1, elem_id="review-open")
     header = gr.Textbox(label="Item", interactive=False, lines=2, elem_id="review-header")
+    # under the item's header, where the eye is after a key (and no toast: a toast per save piled up over the
+    # analyses): each action replaces it
+    status = gr.Textbox(label="Last action: saved, or a confirmation to answer", interactive=False,
+                        elem_id="review-status")
     query = gr.Textbox(label="Query", interactive=False, lines=2, elem_id="review-query")
     with gr.Row():
         r1 = gr.Textbox(label="Response 1", interactive=False, lines=3, elem_id="review-resp1")
@@ -35,9 +39,6 @@ def build(wb: Workbench, tab: Any) -> None:
         right = gr.CheckboxGroup(label="Mark analyses right", choices=[], elem_id="review-right")
         wrong = gr.CheckboxGroup(label="Mark analyses wrong", choices=[], elem_id="review-wrong")
     note = gr.Textbox(label="Note (optional)", lines=1, elem_id="review-note")
-    # beside the buttons (and as a toast): a keyboard user sees what a key did without scrolling
-    status = gr.Textbox(label="Last action: saved, or a confirmation to answer", interactive=False,
-                        elem_id="review-status")
     with gr.Row():
         b1 = gr.Button("Response 1 better  [1]", variant="primary", elem_id="review-r1")
         b2 = gr.Button("Response 2 better  [2]", variant="primary", elem_id="review-r2")
@@ -46,6 +47,8 @@ def build(wb: Workbench, tab: Any) -> None:
         withdraw = gr.Button("Withdraw my correction", variant="stop", elem_id="review-withdraw")
     with gr.Accordion("Full anatomy", open=False):
         anatomy = gr.HTML(elem_id="review-anatomy", js_on_load=None)
+    # the judgment number the header showed when a key or button was pressed (filled in the browser by SHOWN_JS)
+    on_screen = gr.Textbox(visible=False, elem_id="review-on-screen")
     current, skipped, pending = gr.State(None), gr.State([]), gr.State(None)
     shown = [header, current, query, r1, r2, analyses, right, wrong, note, anatomy, status, pending]
 
@@ -86,22 +89,24 @@ def build(wb: Workbench, tab: Any) -> None:
             return {**unchanged(shown), status: f"error: {exc}"}
 
     def save(verdict: int):
-        def handler(cur, ok, bad, text, name, waiting, skip_ids, src, request: gr.Request):
+        def handler(cur, ok, bad, text, name, waiting, skip_ids, src, seen, request: gr.Request):
             if not cur:
                 return {**unchanged(shown), status: "nothing to correct: press n (Next) to load an item"}
             try:
+                target = judgment_number(seen or "") or cur  # the item on screen, not the one the state moved to
                 marks = parse_marks(ok or [], bad or [])
                 # a confirmation answers the question asked: marks changed since then are asked about afresh
-                asked = [cur, verdict, [[k, mark] for k, mark in sorted(marks.items())]]
-                record = services.correct(int(cur), verdict=verdict, author=user_of(request) or name or "",
-                                          note=text or "", marks=marks, confirmed=waiting == asked)
+                asked = [target, verdict, [[k, mark] for k, mark in sorted(marks.items())]]
+                record = services.correct(int(target), verdict=verdict, author=user_of(request) or name or "",
+                                          note=text or "", marks=marks, confirmed=waiting == asked,
+                                          reviewer=session_key(request, "review"))
             except NeedsConfirmation as exc:
                 gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
             except ReflectRMError as exc:
                 return {**unchanged(shown), status: f"error: {exc}", pending: None}
-            saved = f"{views.correction_text(record)} (judgment #{cur}); the next item is shown"
-            gr.Info(saved, title="Saved")
+            # said in the status line beside the keys, replaced by the next save (toasts piled up over the analyses)
+            saved = f"{views.correction_text(record)} (judgment #{target}); the next item is shown"
             return next_item(cur, skip_ids, src, request, note_text=saved)
 
         return handler
@@ -119,9 +124,9 @@ def build(wb: Workbench, tab: Any) -> None:
     def first_item(cur, skip_ids, src, request: gr.Request):
         return unchanged(shown) if cur else next_item(None, skip_ids, src, request)
 
-    save_inputs = [current, right, wrong, note, reviewer, pending, skipped, source]
+    save_inputs = [current, right, wrong, note, reviewer, pending, skipped, source, on_screen]
     for button, verdict in ((b1, 1), (b2, 2)):
-        button.click(save(verdict), save_inputs, shown, api_visibility="private", concurrency_limit=8)
+        button.click(save(verdict), save_inputs, shown, api_visibility="private", concurrency_limit=8, js=SHOWN_JS)
     nxt.click(next_item, [current, skipped, source], shown, api_visibility="private", concurrency_limit=8)
     skip.click(skip_item, [current, skipped, source], [*shown, skipped], api_visibility="private",
                concurrency_limit=8)
@@ -130,5 +135,13 @@ def build(wb: Workbench, tab: Any) -> None:
     jump.submit(open_item, jump, shown, api_visibility="private")
     tab.select(first_item, [current, skipped, source], shown, api_visibility="private")
 
+
+SHOWN_JS = """(...values) => {
+  const header = document.querySelector('#review-header textarea');
+  const m = header ? header.value.match(/^Judgment #(\\d+)/) : null;
+  values[values.length - 1] = m ? m[1] : "";
+  return values;
+}"""
+"""Runs in the browser as a save is pressed: its last input becomes the judgment number the header shows then."""
 
 TAB = TabSpec(label="Review queue", id="review", build=build)

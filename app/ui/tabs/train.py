@@ -184,10 +184,11 @@ def build(wb: Workbench, tab: Any) -> None:
             return {**unchanged(shown), status: "error: no run is shown: select one in the list"}
         try:
             start = training.resume_point(int(run_id))
-            run = training.resume(int(run_id), max_steps=whole(steps, "max steps", minimum=1))
+            run = training.resume_from_form(int(run_id), form_steps=whole(steps, "max steps", minimum=1))
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
-        return {**show(run.id, {}, full=True), status: views.resumed_text(run.id, start)}
+        return {**show(run.id, {}, full=True),
+                status: views.resumed_text(run.id, start, max_steps=run.config.get("max_steps"))}
 
     def use_checkpoint(run_id, path):
         if run_id is None or not path:
