@@ -75,11 +75,6 @@ class ReviewLeases:
             self._held[judgment_id] = (owner, now + self.ttl_s)
             return True
 
-    def current(self, owner: str) -> int | None:
-        """The judgment `owner` last took (the item on their screen), expired or not; None: none."""
-        with self._lock:
-            return next((j for j, (o, _) in self._held.items() if o == owner), None)
-
     def release(self, owner: str) -> None:
         with self._lock:
             for jid in [j for j, (o, _) in self._held.items() if o == owner]:

@@ -498,19 +498,20 @@ class AppServices:
         note: str = "",
         marks: Mapping[int, Mark] | None = None,
         confirmed: bool = True,
-        reviewer: str | None = None,
+        on_screen: int | None = None,
     ) -> CorrectionRecord:
         """Save a person's verdict (a new correction, or an edit with history of the judgment's active one).
 
         With `confirmed=False`, a verdict that contradicts the pair's known label or every one of the
         judge's parseable samples raises `NeedsConfirmation` instead (the UI asks; the API saves).
-        With `reviewer` (the Review tab's session), the verdict is saved only on the item that reviewer has
-        on screen: a key that lands as the next item replaces the saved one must not save that unread item.
+        With `on_screen` (the item the Review tab's session shows now), a verdict for another judgment is refused:
+        a key pressed on one item that lands after the next one replaced it must not save either of them.
         """
         if verdict not in (1, 2):
             raise InputError(f"verdict must be 1 or 2 (the better response), got {verdict!r}")
-        if reviewer is not None:
-            self._refuse_an_item_not_on_screen(int(judgment_id), reviewer)
+        if on_screen is not None and int(on_screen) != int(judgment_id):
+            raise InputError(f"nothing saved: judgment #{int(judgment_id)} is no longer the item on your screen "
+                             f"(#{int(on_screen)} is shown now): read it, then press the key again")
         if not confirmed:
             judgment = self.store.load(int(judgment_id)).judgment
             reason = contest_reason(judgment, verdict)
@@ -527,13 +528,6 @@ class AppServices:
         author = author.strip() or self.settings.app.author
         return self.store.correct(int(judgment_id), verdict=verdict, author=author, note=note,
                                   marks=dict(marks or {}), edit_active=True)
-
-    def _refuse_an_item_not_on_screen(self, judgment_id: int, reviewer: str) -> None:
-        shown = self.leases.current(reviewer)
-        if shown != judgment_id:
-            now = f"#{shown} is shown now" if shown is not None else "open it again"
-            raise InputError(f"nothing saved: judgment #{judgment_id} is no longer the item on your screen ({now}): "
-                             "read it, then press the key again")
 
     def withdraw(self, judgment_id: int, *, author: str) -> CorrectionRecord:
         """Withdraw the judgment's active correction (its examples are withdrawn with it).

@@ -131,8 +131,7 @@ def test_judging_stored_texts_under_the_other_known_label_is_refused_before_gene
     # the reported trap: the reviewer's screen moved on to the next item; a key meant for the first must not
     # save the next one, and one that names the first is refused as well (it is not on screen any more)
     pytest.param("next", False, id="the-screen-moved-on"),
-    pytest.param("nothing", False, id="nothing-taken"),  # never shown to this reviewer
-    pytest.param(None, True, id="api-without-a-reviewer"),  # /correct names its judgment itself
+    pytest.param(None, True, id="api-without-a-screen"),  # /correct names its judgment itself
 ])
 def test_a_review_save_lands_only_on_the_item_the_reviewer_has_on_screen(
     services: AppServices, pair: PreferencePair, on_screen: str | None, saved: bool
@@ -140,17 +139,15 @@ def test_a_review_save_lands_only_on_the_item_the_reviewer_has_on_screen(
     ids = [services.judge(PreferencePair.from_query(f"What is {k} + 1?", f"{k + 1}", f"{k + 2}", label=1)).judgment_id
            for k in range(2)]
     first = services.next_for_review(reviewer="r")
+    shown = first.stored.id if on_screen == "first" else None
     if on_screen == "next":
-        services.next_for_review(reviewer="r", after=first.stored.id)
-    elif on_screen == "nothing":
-        services.release("r")
-    reviewer = None if on_screen is None else "r"
+        shown = services.next_for_review(reviewer="r", after=first.stored.id).stored.id
     if saved:
-        record = services.correct(first.stored.id, verdict=1, author="r", reviewer=reviewer)
+        record = services.correct(first.stored.id, verdict=1, author="r", on_screen=shown)
         assert record.judgment_id == first.stored.id
     else:
         with pytest.raises(InputError, match=rf"nothing saved: judgment #{first.stored.id} is no longer the item"):
-            services.correct(first.stored.id, verdict=1, author="r", reviewer=reviewer)
+            services.correct(first.stored.id, verdict=1, author="r", on_screen=shown)
         assert services.store.corrections() == []
     assert set(ids) >= {first.stored.id}
 

@@ -99,7 +99,7 @@ def build(wb: Workbench, tab: Any) -> None:
                 asked = [target, verdict, [[k, mark] for k, mark in sorted(marks.items())]]
                 record = services.correct(int(target), verdict=verdict, author=user_of(request) or name or "",
                                           note=text or "", marks=marks, confirmed=waiting == asked,
-                                          reviewer=session_key(request, "review"))
+                                          on_screen=int(cur))
             except NeedsConfirmation as exc:
                 gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
