@@ -363,8 +363,10 @@ def check_lora_targets(model: str, targets: Sequence[str]) -> None:
         model_config = transformers.AutoConfig.from_pretrained(model)
     with torch.device("meta"):
         skeleton = transformers.AutoModelForCausalLM.from_config(model_config)
-    adaptable = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d)
-    names = [n for n, m in skeleton.named_modules() if isinstance(m, adaptable) or type(m).__name__ == "Conv1D"]
+    from transformers.pytorch_utils import Conv1D  # GPT-2's linear layer, which peft adapts too
+
+    adaptable = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d, Conv1D)
+    names = [n for n, m in skeleton.named_modules() if isinstance(m, adaptable)]
     missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
     if missing:
         short = sorted({n.rsplit(".", 1)[-1] for n in names})

@@ -34,7 +34,7 @@ def dead_pid() -> int:
 def write_run(root, *, state="running", pid=None, **status):
     files = RunFiles(root)
     root.mkdir(parents=True, exist_ok=True)
-    files.run.write_text("{}")
+    files.run.write_text('{"config": {}, "model": "m", "data": "d"}')  # what `reflectrm train` writes, in short
     files.update_status(state=state, pid=os.getpid() if pid is None else pid, **status)
     return files
 
