@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 
 from reflectrm_app.cli import main
 from reflectrm_db.services import JudgmentStore
+from tests.hostile import assert_one_line_refusal, copy_world
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
@@ -71,9 +71,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def world(template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "world"
-    shutil.copytree(template, root, symlinks=True)
-    return root
+    return copy_world(template, tmp_path)
 
 
 @pytest.fixture(autouse=True)
@@ -305,10 +303,7 @@ def test_hostile_input_is_one_line_and_changes_nothing(
     before = snapshot(world)
     code = _exit_code(_fill(args, world))
     err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
-    assert re.search(expected, err), err
+    assert_one_line_refusal(code, err, expected)
     assert snapshot(world) == before  # nothing changed, nothing created
 
 

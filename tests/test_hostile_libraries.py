@@ -15,7 +15,6 @@ and training by a function that fails the test: each refusal must come before an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import pytest
 
 from reflectrm.defaults import DEMO_MODEL_DIR
 from reflectrm_app.cli import main
+from tests.hostile import assert_one_line_refusal, copy_world, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE = ["--query", "What is 2 + 2?", "--response-1", "4", "--response-2", "5"]
@@ -102,15 +102,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def world(template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "world"
-    shutil.copytree(template, root)
-    return root
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every path under `root` -> the sha256 of its bytes: a changed, new or lost file shows."""
-    return {str(p.relative_to(root)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*"))}
+    return copy_world(template, tmp_path)
 
 
 def _fill(args: list[str], root: Path) -> list[str]:
@@ -242,10 +234,7 @@ def test_a_library_failure_is_one_line_before_any_model_work(
     except SystemExit as exc:
         code = int(exc.code or 0)
     err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
-    assert re.search(expected, err), err
+    assert_one_line_refusal(code, err, expected)
     assert snapshot(world) == before  # nothing changed, nothing created
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from reflectrm_db.services import JudgmentStore
+from tests.hostile import copy_world, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
@@ -70,15 +71,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def world(template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "world"
-    shutil.copytree(template, root, symlinks=True)
-    return root
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every path under `root` -> the sha256 of its bytes: a changed, new (a -wal, a backup) or lost file shows."""
-    return {str(p.relative_to(root)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*"))}
+    return copy_world(template, tmp_path)
 
 
 def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,

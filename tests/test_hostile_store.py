@@ -36,6 +36,7 @@ from reflectrm_db.engine import make_engine
 from reflectrm_db.importing import load_pair_file
 from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import ConfigError
+from tests.hostile import copy_world, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
@@ -130,15 +131,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def world(template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "world"
-    shutil.copytree(template, root, symlinks=True)
-    return root
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every path under `root` -> the sha256 of its bytes: a changed, new (a -wal, a -shm) or lost file shows."""
-    return {str(p.relative_to(root)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*"))}
+    return copy_world(template, tmp_path)
 
 
 def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
