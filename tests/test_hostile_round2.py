@@ -17,12 +17,9 @@ import asyncio
 import hashlib
 import json
 import os
-import resource
 import shutil
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +28,7 @@ from typing import Any
 import pytest
 
 from reflectrm_db.services import JudgmentStore
-from tests.hostile import copy_world, snapshot
+from tests.hostile import assert_refused, copy_world, run_cli, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
@@ -72,24 +69,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def world(template: Path, tmp_path: Path) -> Path:
     return copy_world(template, tmp_path)
-
-
-def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
-         limit_file_bytes: int | None = None) -> subprocess.CompletedProcess[str]:
-    def limits() -> None:  # Python ignores SIGXFSZ: a write past the limit fails with EFBIG, as on a full disk
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
-
-    base = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "reflectrm_app.cli", *[a.replace("{w}", str(cwd)) for a in args]],
-                          capture_output=True, text=True, cwd=cwd, env={**base, **(env or {})}, timeout=timeout,
-                          preexec_fn=limits if limit_file_bytes else None)
-
-
-def _one_line(done: subprocess.CompletedProcess[str], expected: str) -> None:
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
-    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), done.stderr[-2000:]
-    assert expected in done.stderr, done.stderr
 
 
 # --- one line for every failure, checked before any model work -------------------------------------------------
@@ -133,8 +112,8 @@ ONE_LINE = [
 def test_every_failure_is_one_line_in_a_real_process(args: list[str], env: dict[str, str], expected: str,
                                                      world: Path) -> None:
     before = snapshot(world)
-    done = _run(args, cwd=world, env=env)
-    _one_line(done, expected)
+    done = run_cli(args, cwd=world, env=env)
+    assert_refused(done, expected)
     assert "secret" not in done.stderr  # a URL's password is never echoed
     assert snapshot(world) == before
 
@@ -163,8 +142,8 @@ def test_a_database_that_is_not_this_versions_store_is_refused_byte_for_byte(arg
                                                                               world: Path) -> None:
     """Refused before any pragma: the WAL switch used to rewrite the file's header (and leave -wal/-shm)."""
     before = snapshot(world)
-    done = _run([*args, "--db", str(world / db)] if args[-1] != "--db" else [*args, str(world / db)], cwd=world)
-    _one_line(done, expected)
+    done = run_cli([*args, "--db", str(world / db)] if args[-1] != "--db" else [*args, str(world / db)], cwd=world)
+    assert_refused(done, expected)
     assert snapshot(world) == before
 
 
@@ -180,7 +159,7 @@ def test_a_reading_command_leaves_the_store_byte_for_byte(args: list[str], world
     con.close()
     (world / "out").mkdir()
     before = hashlib.sha256((world / "store.db").read_bytes()).hexdigest()
-    _run([*args, "--db", str(world / "store.db")], cwd=world)
+    run_cli([*args, "--db", str(world / "store.db")], cwd=world)
     assert hashlib.sha256((world / "store.db").read_bytes()).hexdigest() == before
     assert sorted(p.name for p in world.glob("store.db*")) == ["store.db"]
 
@@ -220,9 +199,9 @@ def silent_server() -> Iterator[int]:
 ])
 def test_a_server_that_never_answers_is_a_one_line_time_out(args: list[str], silent_server: int, world: Path) -> None:
     # bounded: without a connect time-out the process waits for ever and `timeout` fails the test
-    done = _run([*args, "--db", f"postgresql://u:secret@127.0.0.1:{silent_server}/x"], cwd=world,
+    done = run_cli([*args, "--db", f"postgresql://u:secret@127.0.0.1:{silent_server}/x"], cwd=world,
                 env={"REFLECTRM_CONNECT_TIMEOUT_S": "2"}, timeout=120)
-    _one_line(done, "timeout expired")
+    assert_refused(done, "timeout expired")
     assert "secret" not in done.stderr
 
 
@@ -243,11 +222,11 @@ def test_a_backup_to_a_full_disk_is_one_line_and_leaves_nothing(world: Path) -> 
     shared-memory file); the store is bigger, so its copy cannot fit."""
     assert (world / "store.db").stat().st_size > 64 * 1024
     (world / "backups").mkdir()
-    done = _run(["db", "backup", "{w}/backups/copy.db", "--db", "{w}/store.db"], cwd=world,
+    done = run_cli(["db", "backup", "{w}/backups/copy.db", "--db", "{w}/store.db"], cwd=world,
                 limit_file_bytes=64 * 1024)
-    _one_line(done, "nothing was written")
+    assert_refused(done, "nothing was written")
     assert list((world / "backups").iterdir()) == []  # no 0-byte "backup" blocks the retry
-    done = _run(["db", "backup", "{w}/backups/copy.db", "--db", "{w}/store.db"], cwd=world)
+    done = run_cli(["db", "backup", "{w}/backups/copy.db", "--db", "{w}/store.db"], cwd=world)
     assert done.returncode == 0, done.stderr
     assert [p.name for p in (world / "backups").iterdir()] == ["copy.db"]
     with JudgmentStore.open(f"sqlite:///{world / 'backups' / 'copy.db'}", read_only=True) as copy:

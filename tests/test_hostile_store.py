@@ -22,11 +22,9 @@ import hashlib
 import json
 import os
 import random
-import resource
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +34,7 @@ from reflectrm_db.engine import make_engine
 from reflectrm_db.importing import load_pair_file
 from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import ConfigError
-from tests.hostile import copy_world, snapshot
+from tests.hostile import assert_refused, copy_world, run_cli, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
@@ -134,23 +132,8 @@ def world(template: Path, tmp_path: Path) -> Path:
     return copy_world(template, tmp_path)
 
 
-def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
-         limit_file_bytes: int | None = None) -> subprocess.CompletedProcess[str]:
-    def limits() -> None:  # Python ignores SIGXFSZ: a write past the limit fails with EFBIG, as on a full disk
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
-
-    base = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "reflectrm_app.cli", *[a.replace("{w}", str(cwd)) for a in args]],
-                          capture_output=True, text=True, cwd=cwd, env={**base, **(env or {})}, timeout=300,
-                          preexec_fn=limits if limit_file_bytes else None)
-
-
 def _one_line(done: subprocess.CompletedProcess[str], expected: str) -> None:
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
-    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), done.stderr[-2000:]
-    assert expected in done.stderr, done.stderr
+    assert_refused(done, expected)
     assert "is running" not in done.stderr  # a SQLite file has no server to be running
 
 
@@ -218,7 +201,7 @@ REFUSED = [
 @pytest.mark.parametrize(("args", "db", "expected"), REFUSED)
 def test_a_refusal_is_one_line_and_writes_nothing(args: list[str], db: str, expected: str, world: Path) -> None:
     before = snapshot(world)
-    done = _run([*args, db if "://" in db else str(world / db)], cwd=world)
+    done = run_cli([*args, db if "://" in db else str(world / db)], cwd=world)
     _one_line(done, expected)
     assert snapshot(world) == before
 
@@ -227,13 +210,13 @@ def test_an_old_store_is_backed_up_then_upgraded_as_the_refusal_says(world: Path
     """The refusal's two steps work on the store it refused (a backup of an older store was refused too)."""
     old = world / "old.db"
     before = hashlib.sha256(old.read_bytes()).hexdigest()
-    done = _run(["db", "backup", str(world / "copy.db"), "--db", str(old)], cwd=world)
+    done = run_cli(["db", "backup", str(world / "copy.db"), "--db", str(old)], cwd=world)
     assert done.returncode == 0, done.stderr
     assert hashlib.sha256(old.read_bytes()).hexdigest() == before  # a backup only reads
-    done = _run(["db", "upgrade", "--db", str(old)], cwd=world)
+    done = run_cli(["db", "upgrade", "--db", str(old)], cwd=world)
     assert done.returncode == 0, done.stderr
     assert f"schema {OLD} -> {schema.head_revision()}" in done.stdout
-    done = _run(["import", str(world / "pairs.jsonl"), "--db", str(old)], cwd=world)
+    done = run_cli(["import", str(world / "pairs.jsonl"), "--db", str(old)], cwd=world)
     assert done.returncode == 0, done.stderr
     assert "imported 1 new pair(s)" in done.stdout
     con = sqlite3.connect(f"file:{world / 'copy.db'}?mode=ro", uri=True)
@@ -244,10 +227,10 @@ def test_an_old_store_is_backed_up_then_upgraded_as_the_refusal_says(world: Path
 def test_the_url_options_take_effect(world: Path) -> None:
     """?mode=ro reads without a WAL switch; ?timeout= and ?mode=rw open an existing store."""
     before = snapshot(world)
-    done = _run([*EXPORT, f"sqlite:///{world}/store.db?mode=ro&timeout=5"], cwd=world)
+    done = run_cli([*EXPORT, f"sqlite:///{world}/store.db?mode=ro&timeout=5"], cwd=world)
     assert done.returncode == 0, done.stderr
     assert snapshot(world) == {**before, "out.jsonl": hashlib.sha256((world / "out.jsonl").read_bytes()).hexdigest()}
-    done = _run([*IMPORT, f"sqlite:///{world}/store.db?mode=rw&timeout=5"], cwd=world)
+    done = run_cli([*IMPORT, f"sqlite:///{world}/store.db?mode=rw&timeout=5"], cwd=world)
     assert done.returncode == 0, done.stderr
     assert "imported 0 new pair(s)" in done.stdout  # the pair was stored already
 
@@ -259,11 +242,11 @@ def test_a_failed_migration_is_one_line_and_leaves_the_store_as_it_was(world: Pa
     migration failed."""
     old = world / "old.db"
     before = snapshot(world)
-    done = _run([*UPGRADE, str(old)], cwd=world, limit_file_bytes=old.stat().st_size)
+    done = run_cli([*UPGRADE, str(old)], cwd=world, limit_file_bytes=old.stat().st_size)
     _one_line(done, f"the upgrade of sqlite:///{old} from revision {OLD} failed")
     assert "nothing was changed" in done.stderr
     assert snapshot(world) == before
-    assert _run([*UPGRADE, str(old)], cwd=world).returncode == 0  # the retry, with room, succeeds
+    assert run_cli([*UPGRADE, str(old)], cwd=world).returncode == 0  # the retry, with room, succeeds
 
 
 @pytest.mark.parametrize("args", [
@@ -280,7 +263,7 @@ def test_a_store_locked_by_another_process_says_so(args: list[str], world: Path)
     holder = sqlite3.connect(world / "store.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        done = _run([*args, f"sqlite:///{world}/store.db?timeout=0.2"], cwd=world)
+        done = run_cli([*args, f"sqlite:///{world}/store.db?timeout=0.2"], cwd=world)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -318,7 +301,7 @@ def test_a_read_only_folder_is_refused_in_a_real_process(world: Path) -> None:
     before = snapshot(world)
     world.chmod(0o555)
     try:
-        done = _run([*IMPORT, str(world / "store.db")], cwd=world)
+        done = run_cli([*IMPORT, str(world / "store.db")], cwd=world)
     finally:
         world.chmod(0o755)
     _one_line(done, "is read-only for this user")
