@@ -30,7 +30,6 @@ import pytest
 from reflectrm_db.services import JudgmentStore
 from tests.hostile import assert_refused, copy_world, run_cli, snapshot
 
-ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
 ONE = ["--query", "What is 2 + 2?", "--response-1", "4", "--response-2", "5"]
 HUGE = str(10**29)

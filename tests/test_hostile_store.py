@@ -36,7 +36,6 @@ from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import ConfigError
 from tests.hostile import assert_refused, copy_world, run_cli, snapshot
 
-ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"id": "p1", "query": "What is 2 + 2?", "response_1": "4", "response_2": "5", "label": 1}
 OLD = "0004"  # a store restored from a backup taken three versions ago
 
