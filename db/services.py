@@ -43,7 +43,7 @@ from reflectrm_db.records import (
 )
 from reflectrm_db.settings import StoreSettings, load_store_settings, normalise_url, sqlite_options, without_query
 from reflectrm.core.types import Choice, Judgment, PreferencePair
-from reflectrm.errors import ConfigError, InputError
+from reflectrm.errors import ConfigError, InputError, first_line
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ def reachable(engine: Engine) -> Iterator[None]:
         url = schema.shown_url(engine.url)
         if isinstance(exc.orig, sqlite3.Error):  # a file's problem: damaged, read-only, busy, ... (never a server)
             raise ConfigError(sqlite_files.problem(url, exc.orig)) from exc
-        first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+        first = first_line(exc.orig)
         raise ConfigError(
             f"cannot open the store at {url} ({first}): check the URL and that the database server is running"
         ) from exc
@@ -132,7 +132,7 @@ def upgrade_store(url: str | None = None, *, settings: StoreSettings | None = No
             try:
                 schema.upgrade(engine)
             except DBAPIError as exc:
-                first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+                first = first_line(exc.orig)
                 raise ConfigError(f"the upgrade of {shown} from revision {before or 'empty'} failed ({first}): it "
                                   "ran in one transaction, so nothing was changed; fix the cause (disk space, "
                                   "permissions) and run `reflectrm db upgrade` again") from exc
@@ -198,7 +198,7 @@ class JudgmentStore:
             self._write(probe)
         except DBAPIError as exc:
             url = schema.shown_url(self.engine.url)
-            first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+            first = first_line(exc.orig)
             raise ConfigError(f"the store at {url} cannot be written ({first}): fix its permissions "
                               "(file and folder) or pass a writable --db") from exc
 

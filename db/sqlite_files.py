@@ -24,7 +24,7 @@ import sqlite3
 from pathlib import Path
 
 from reflectrm_db import schema
-from reflectrm.errors import ConfigError
+from reflectrm.errors import ConfigError, first_line
 
 # SQLite's primary result codes (`sqlite3.Error.sqlite_errorname` without an extended suffix) -> what to do.
 _PROBLEMS = {
@@ -47,7 +47,7 @@ def problem(where: str, exc: sqlite3.Error) -> str:
     advice for a damaged file, nor "is the server running" for a read-only folder)."""
     name = str(getattr(exc, "sqlite_errorname", "") or "")
     primary = next((code for code in _PROBLEMS if name == code or name.startswith(code + "_")), None)
-    error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    error = first_line(exc)
     if primary is None:
         return f"cannot open the store at {where} ({error}): check --db"
     return f"{where} " + _PROBLEMS[primary].format(error=error)

@@ -55,6 +55,11 @@ class MissingDependencyError(ReflectRMError, ImportError):
     """An optional dependency is not installed; the message names the extra that provides it."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line (its first), or its type's name when it says nothing."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def require(module: str, *, extra: str) -> object:
     """Import an optional dependency or raise a `MissingDependencyError` naming the extra."""
     import importlib

@@ -28,7 +28,7 @@ from reflectrm.backends.base import Completion, GenerationRequest, SamplingParam
 from reflectrm.backends.engine import EngineConfig
 from reflectrm.backends.transformers_backend import weights_revision
 from reflectrm.core.types import ChatMessage, messages_to_dicts
-from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, MissingDependencyError
+from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, MissingDependencyError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ def _model_length(source: str) -> int | None:
 
 
 def _load_error(model_id: str, exc: BaseException, config: EngineConfig) -> BackendError:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    first = first_line(exc)[:200]
     if any(w in first.lower() for w in FIT_WORDS):
         return BackendError(
             f"model {model_id!r} does not fit ({first}): lower --max-model-len, raise --gpu-memory-utilization "
