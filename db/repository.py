@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Text, and_, case, cast, func, literal, or_, select, update
+from sqlalchemy import Select, Text, and_, case, cast, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -135,8 +135,7 @@ def _stored_by_content(session: Session, fingerprints: Sequence[str]) -> dict[st
     """The stored pairs of these contents, oldest first (a store written before one identity may hold copies)."""
     found: dict[str, list[_Slot]] = {}
     for chunk in _chunks(list(dict.fromkeys(fingerprints)), _IN_CHUNK):
-        stmt = select(m.Pair.__table__).where(m.Pair.fingerprint.in_(chunk)).order_by(m.Pair.id)
-        for row in session.execute(stmt):
+        for row in session.execute(_with_content(chunk)):
             found.setdefault(row.fingerprint, []).append(_Slot(row.id, pair_from_row(row)))
     return found
 
@@ -185,9 +184,13 @@ def get_pairs(session: Session, *, pair_ids: Sequence[int]) -> dict[int, Prefere
 def pairs_with_content(session: Session, *, fingerprints: Sequence[str], limit: int) -> list[StoredPair]:
     """Stored pairs whose content (`PreferencePair.fingerprint`: conversation and both responses) is one of
     `fingerprints`, whatever their label, source or id; in id order, at most `limit`."""
-    stmt = (select(m.Pair.__table__).where(m.Pair.fingerprint.in_(list(dict.fromkeys(fingerprints))))
-            .order_by(m.Pair.id).limit(limit))
+    stmt = _with_content(list(dict.fromkeys(fingerprints))).limit(limit)
     return [StoredPair(row.id, pair_from_row(row), row.created_at) for row in session.execute(stmt)]
+
+
+def _with_content(fingerprints: Sequence[str]) -> Select:
+    """The pair rows whose content (`PreferencePair.fingerprint`) is one of `fingerprints`, oldest first."""
+    return select(m.Pair.__table__).where(m.Pair.fingerprint.in_(fingerprints)).order_by(m.Pair.id)
 
 
 def list_pairs(session: Session, *, source: str | None, limit: int, offset: int) -> list[StoredPair]:
