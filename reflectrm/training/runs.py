@@ -118,11 +118,10 @@ def _typed(value: Any, kind: str) -> bool:
 def _read_json(path: Path) -> dict[str, Any]:
     """A JSON object file; {} when it is missing or damaged (not JSON, not UTF-8, not an object)."""
     try:
-        data = json.loads(path.read_bytes())
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError, json.JSONDecodeError,
-            RecursionError):
+        raw = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return _json_object(raw) or {}
 
 
 def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
@@ -172,6 +171,7 @@ def read_rows(path: Path, *, last: int | None = None) -> Rows:
 
 
 def _json_object(raw: bytes | None) -> dict[str, Any] | None:
+    """The JSON object in `raw`; None for nothing, or for bytes that are not UTF-8, not JSON or not an object."""
     if raw is None:
         return None
     try:
