@@ -327,8 +327,8 @@ class AppServices:
     def refuse_a_contradicting_label(self, pair: PreferencePair) -> None:
         """Refuse a pair whose texts are stored already (in either order) with the other known label.
 
-        Recording it would store a second pair with the same texts and the opposite label (pairs are stored by
-        every field), and both would feed training. A label is corrected by a person's verdict in the Review tab.
+        Recording it would store a second pair with the same texts and the opposite label (a pair's identity is its
+        content and its label: `repository.pair_key`), and both would feed training. A label is corrected by a person's verdict in the Review tab.
         """
         if pair.label is None:
             return
