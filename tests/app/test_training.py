@@ -252,7 +252,7 @@ class _LaunchedWorker:
 def test_resume_from_the_form_keeps_a_stopped_runs_own_plan(
     paths, monkeypatch: pytest.MonkeyPatch, state: str, form_steps: int, asked: int | str | None, planned: int,
 ) -> None:
-    from reflectrm_app import training as training_module
+    from reflectrm_app.services import training as training_module
 
     launched = _LaunchedWorker()
     monkeypatch.setattr(training_module.jobs, "resume_run", launched)
