@@ -59,18 +59,19 @@ def cmd_app(args: argparse.Namespace) -> int:
         EngineConfig.from_kwargs(dict(settings.generation.engine))
     generation = settings.generation  # a model folder without its tokenizer, or --device cuda on a CPU build: one
     BackendConfig(model=generation.model, backend=generation.backend, device=generation.device).check_ready()  # line
-    from reflectrm_app.services import AppServices
+    from reflectrm_app.services import Services
     from reflectrm_app.ui.blocks import build_app, launch_options
     from reflectrm.serving.hosts import exposure_warning
 
     if warning := exposure_warning(settings.app.host, service="the app", guarded=bool(settings.app.credentials()),
                                    missing="a login", fix='set REFLECTRM_AUTH="user:password"'):
         log.warning("%s", warning)
-    services = AppServices.start(settings)
+    services = Services.start(settings)
     demo = build_app(services)
     demo.queue(default_concurrency_limit=4)
+    runtime = services.runtime
     print(printable(f"ReflectRM app on http://{settings.app.host}:{settings.app.port} "
-                    f"(database {services.store.engine.url!r}; files users name are read from {services.data_root})"),
+                    f"(database {runtime.store.engine.url!r}; files users name are read from {runtime.data_root})"),
           file=sys.stderr, flush=True)
     try:
         demo.launch(server_name=settings.app.host, server_port=settings.app.port, quiet=True, **launch_options(settings))

@@ -1,4 +1,4 @@
-"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.evaluation.Evaluations`.
+"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.services.evaluation.Evaluations`.
 
     reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> Any:
-    from reflectrm_app.evaluation import EvalRequest, both_orders_by_default
+    from reflectrm_app.services.evaluation import EvalRequest, both_orders_by_default
     from reflectrm_db.importing import parse_mapping
 
     both = args.both_orders if args.both_orders is not None else both_orders_by_default(args.benchmark)
@@ -137,7 +137,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -> int:
-    from reflectrm_app.evaluation import Evaluations
+    from reflectrm_app.services.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import markdown, write_report
@@ -172,7 +172,7 @@ for a cancelled run too): a script never reads an incomplete report as a finishe
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reflectrm_app.evaluation import Evaluations
+    from reflectrm_app.services.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import compare_markdown, dumps

@@ -281,7 +281,7 @@ def _check_steps(steps: Any) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunView:
+class TrainingRunView:
     """One training run as the Train tab shows it: the stored row, and its folder's live progress."""
 
     run: TrainingRunRecord

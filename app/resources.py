@@ -1,6 +1,7 @@
 """The app's shared resources: cancel tokens, review leases, the model, and the backend one operation sees.
 
-Built once at start-up inside `AppServices` and shared by every user, so each guards its state with a lock.
+Built once at start-up inside the runtime (`reflectrm_app.services.runtime`) and shared by every user, so each
+guards its state with a lock.
 """
 
 from __future__ import annotations

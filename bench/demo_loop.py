@@ -51,9 +51,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
-from reflectrm_app.evaluation import EvaluationService  # noqa: E402
 from reflectrm_app.records import TrainRequest  # noqa: E402
-from reflectrm_app.services import AppServices  # noqa: E402
+from reflectrm_app.services import Services  # noqa: E402
 from reflectrm_app.settings import load_settings  # noqa: E402
 from reflectrm.core.types import Judgment, PreferencePair  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR, Domain, domain_of, read_card  # noqa: E402
@@ -78,8 +77,8 @@ class Loop:
                                  backend=args.backend, runs_dir=self.out / "runs", warm_up=False,
                                  max_new_tokens=self.domain.output_tokens, audit_batch_size=args.batch_size,
                                  cpu_threads=args.threads, engine=engine_options(args))
-        self.services = AppServices.start(settings)
-        self.evaluation = EvaluationService(self.services)
+        self.services = Services.start(settings)
+        self.evaluation = self.services.evaluation
         self.training = self.services.training
         self.cancel = threading.Event()
         self.figures: dict[str, Any] = {}
@@ -91,7 +90,7 @@ class Loop:
         path = self.out / "sets" / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs), encoding="utf-8")
-        report = self.services.import_file(path, source=name)
+        report = self.services.judging.import_file(path, source=name)
         print(f"  data set {name}: {report.added} pairs imported ({report.already_present} already stored)")
         return name
 
@@ -117,7 +116,8 @@ class Loop:
         if checkpoint is None:
             run = self.evaluation.run(request, cancel=self.cancel)
         else:
-            run = self.evaluation.evals.run(request, backend=checkpoint, config=self.services.settings.judge_config())
+            run = self.evaluation.evals.run(request, backend=checkpoint,
+                                            config=self.services.runtime.settings.judge_config())
         figures = {s: (run.metrics.get("strategies", {}).get(s, {}).get("accuracy") or {}).get("value")
                    for s in strategies}
         print(f"    evaluated {data_set} ({'starting judge' if checkpoint is None else 'checkpoint'}): run {run.id}, "
@@ -127,7 +127,7 @@ class Loop:
 
     def evaluate_checkpoint(self, model: str, data_sets: list[str]) -> dict[str, Any]:
         """Runs of a checkpoint on the app's engine (loaded once) on each data set."""
-        backend = self.services.model_backend(model, self.cancel)
+        backend = self.services.runtime.model_backend(model, self.cancel)
         runs = {s: self.evaluate(s, checkpoint=backend) for s in data_sets}
         del backend
         gc.collect()  # one engine at a time: a vLLM engine's KV cache goes with it
@@ -200,18 +200,18 @@ class Loop:
         after = None
         looked = 0
         while len(corrected) < budget:
-            item = self.services.next_for_review(reviewer=REVIEWER, after=after, source=source)
+            item = self.services.review.next_for_review(reviewer=REVIEWER, after=after, source=source)
             if item is None or item.stored.id in seen:
                 break  # the queue is walked through
             seen.add(item.stored.id)
             looked += 1
             judgment = item.stored.judgment
             if judgment.verdict != judgment.pair.label:
-                self.services.correct(item.stored.id, verdict=judgment.pair.label, author=REVIEWER,
+                self.services.review.correct(item.stored.id, verdict=judgment.pair.label, author=REVIEWER,
                                       marks=self.marks(judgment), confirmed=True)
                 corrected.append((item.stored.id, judgment.pair))
             after = item.stored.id
-        self.services.release(REVIEWER)
+        self.services.review.release(REVIEWER)
         print(f"    the queue showed {looked} judgments; {len(corrected)} were wrong and corrected")
         self.figures.setdefault("queue", {})["looked"] = looked
         return corrected
@@ -222,19 +222,19 @@ class Loop:
         chosen = random.Random(SEEDS["random"]).sample(sorted(set(wrong)), min(budget, len(set(wrong))))
         corrected = []
         for jid in chosen:
-            judgment = self.services.review_item(jid, reviewer=REVIEWER).stored.judgment
-            self.services.correct(jid, verdict=judgment.pair.label, author=REVIEWER, marks=self.marks(judgment),
+            judgment = self.services.review.review_item(jid, reviewer=REVIEWER).stored.judgment
+            self.services.review.correct(jid, verdict=judgment.pair.label, author=REVIEWER, marks=self.marks(judgment),
                                   confirmed=True)
             corrected.append((jid, judgment.pair))
-        self.services.release(REVIEWER)
+        self.services.review.release(REVIEWER)
         return corrected
 
     def exclude_active_examples(self) -> None:
         """Set every active example aside in Curate (the next snapshot holds only what comes after)."""
         for kind in ("preference", "reflection"):
-            ids = [e.id for e in self.services.store.examples(kind, limit=None)]
+            ids = [e.id for e in self.services.runtime.store.examples(kind, limit=None)]
             if ids:
-                self.services.set_excluded(kind, ids, excluded=True)
+                self.services.curation.set_excluded(kind, ids, excluded=True)
 
 
 def points(x: float) -> float:
@@ -249,11 +249,11 @@ def part_grpo(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     a = loop.args
     print("part grpo: the paper's recipe from the Train tab")
     clock = stopwatch()
-    report = loop.services.batch_audit("loop-train", cancel=loop.cancel)
+    report = loop.services.audit.batch_audit("loop-train", cancel=loop.cancel)
     print(f"    audited loop-train in both orders in {clock.stop():.0f} s ({len(report.flipped)} pairs flipped)")
-    derived = loop.services.derive_from_labels("loop-train", seed=0)
+    derived = loop.services.curation.derive_from_labels("loop-train", seed=0)
     print(f"    Curate: {asdict(derived)}")
-    snapshot = loop.services.snapshot("loop-paper", note="the paper's examples from loop-train's judgments")
+    snapshot = loop.services.curation.snapshot("loop-paper", note="the paper's examples from loop-train's judgments")
     final = loop.train(snapshot.name, minutes=a.grpo_minutes, mix="paper", name="grpo")
     loop.exclude_active_examples()  # the corrections' snapshots hold only corrections
     after = loop.evaluate_checkpoint(final, ["loop-heldout", "loop-unseen"])
@@ -291,8 +291,8 @@ def arm(loop: Loop, name: str, corrections: dict[str, Any], *, mix: str, before:
 
 def take_snapshot(loop: Loop, name: str, corrections: int) -> str:
     """Curate: snapshot the active examples (the corrections') and export them as a user downloads them."""
-    snapshot = loop.services.snapshot(name, note=f"{corrections} corrections").name
-    loop.services.export("training", fmt="hf", snapshot=snapshot)
+    snapshot = loop.services.curation.snapshot(name, note=f"{corrections} corrections").name
+    loop.services.curation.export("training", fmt="hf", snapshot=snapshot)
     return snapshot
 
 
@@ -308,7 +308,7 @@ def part_corrections(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     out["queue"] = arm(loop, "queue", queue_sets, mix="paper", before=before, snapshot=snapshot)
     out["queue_no_replay"] = arm(loop, "queue-no-replay", queue_sets, mix="as_is", before=before, snapshot=snapshot)
     for jid, _ in queue:
-        loop.services.withdraw(jid, author=REVIEWER)  # the random order's snapshot holds only its own corrections
+        loop.services.review.withdraw(jid, author=REVIEWER)  # the random order's snapshot holds only its own corrections
     chosen = loop.correct_at_random(a.corrections, pool_run)
     out["overlap_with_queue"] = len({j for j, _ in chosen} & {j for j, _ in queue})
     out["random"] = arm(loop, "random", corrected_sets(loop, "random", chosen), mix="paper", before=before,

@@ -4,7 +4,7 @@
 
 Fills a new SQLite store (or `--db`) with `--judgments` judgments of the demo arithmetic pairs
 (8 short samples and 7 reflections each, from a scripted judge; every 10th pair audited in both
-orders), then times what each page's handler does, through `AppServices` and `reflectrm_app.ui.views`:
+orders), then times what each page's handler does, through `Services` and `reflectrm_app.ui.views`:
 
 * history: the History tab opening (the newest 200 summaries, as a table); and a search.
 * review next / review open: the Review queue's next item (flags ordered in SQL) and one item by id.
@@ -25,7 +25,8 @@ from pathlib import Path
 
 from reflectrm_app.ui import views
 from reflectrm_app.resources import ModelHolder
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
+from reflectrm_app.services.runtime import Runtime
 from reflectrm_app.settings import AppSettings
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
@@ -82,10 +83,10 @@ def timed(work: Callable[[], object], repeats: int) -> float:
     return statistics.median(runs)
 
 
-def old_history(services: AppServices) -> object:
+def old_history(services: Services) -> object:
     """History as it was read before: every summary through the review-queue query, sorted in Python."""
-    total = services.store.counts()["judgments"]
-    rows = services.store.review_queue(limit=max(total, 1), include_corrected=True)
+    total = services.runtime.store.counts()["judgments"]
+    rows = services.runtime.store.review_queue(limit=max(total, 1), include_corrected=True)
     rows.sort(key=lambda s: s.id, reverse=True)
     return views.summaries_frame(rows[:200])
 
@@ -102,16 +103,16 @@ def main() -> None:
     fill_s = fill(store, args.judgments)
     total = store.counts()["judgments"]
     print(f"filled {total} judgments in {fill_s:.0f} s", flush=True)
-    services = AppServices(store=store, settings=AppSettings(warm_up=False),
-                           model=ModelHolder(lambda: ScriptedBackend(_respond)))
+    services = Services.over(Runtime(store=store, settings=AppSettings(warm_up=False),
+                                     model=ModelHolder(lambda: ScriptedBackend(_respond))))
     some_id = total // 2
     figures = {
         "judgments": total,
-        "history_open_s": timed(lambda: views.summaries_frame(services.history()), args.repeats),
-        "history_search_s": timed(lambda: views.summaries_frame(services.history(search="17 +")), args.repeats),
-        "review_next_s": timed(lambda: services.next_for_review(reviewer="bench"), args.repeats),
-        "review_open_s": timed(lambda: services.review_item(some_id, reviewer="bench"), args.repeats),
-        "sources_s": timed(services.sources, args.repeats),
+        "history_open_s": timed(lambda: views.summaries_frame(services.history.history()), args.repeats),
+        "history_search_s": timed(lambda: views.summaries_frame(services.history.history(search="17 +")), args.repeats),
+        "review_next_s": timed(lambda: services.review.next_for_review(reviewer="bench"), args.repeats),
+        "review_open_s": timed(lambda: services.review.review_item(some_id, reviewer="bench"), args.repeats),
+        "sources_s": timed(services.judging.sources, args.repeats),
         "history_before_s": timed(lambda: old_history(services), 1),
     }
     for name, value in figures.items():

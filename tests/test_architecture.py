@@ -366,3 +366,72 @@ def test_the_gradio_probe_sees_the_ui(tmp_path):
     code = _REPORT_GRADIO + "import reflectrm_app.ui.blocks"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert "gradio" in done.stderr.splitlines()[-1]
+
+
+# --- the app's rooms: one service per tab over one runtime; UI functions that read as a page -------------------------
+
+ROOMS = "reflectrm_app.services"
+RUNTIME = f"{ROOMS}.runtime"
+"""What every room shares (store, settings, model, generation lock, exports, data root). The facade
+(`reflectrm_app.services.Services`) is the one module that imports every room; no room imports another, with
+no exception: evaluation reaches the judge and training the data root through the runtime, not through a room."""
+
+
+def _room_imports(path: Path, room: str) -> list[str]:
+    """The other rooms (and the facade) that `path`, the service module `room`, imports."""
+    return sorted(name for name in _imports(path)
+                  if (name == ROOMS or name.startswith(ROOMS + ".")) and name.split(".")[:3] != room.split(".")[:3]
+                  and not (name == RUNTIME or name.startswith(RUNTIME + ".")))
+
+
+def test_each_room_imports_only_the_runtime_not_another_room():
+    rooms = {m: p for m, p in _product_files().items() if m.startswith(ROOMS + ".") and m != RUNTIME}
+    assert {"judging", "audit", "review", "curation", "history", "training", "evaluation"} <= {
+        m.rsplit(".", 1)[1] for m in rooms}  # trap: a check that passes because the rooms moved
+    assert {m: _room_imports(p, m) for m, p in rooms.items() if _room_imports(p, m)} == {}
+
+
+@pytest.mark.parametrize("source, want", [
+    pytest.param("from reflectrm_app.services.judging import JudgingService", [
+        "reflectrm_app.services.judging", "reflectrm_app.services.judging.JudgingService"], id="another-room"),
+    pytest.param("from reflectrm_app.services import Services", [
+        "reflectrm_app.services", "reflectrm_app.services.Services"], id="the-facade"),
+    pytest.param("def f():\n    import reflectrm_app.services.review", ["reflectrm_app.services.review"], id="lazy"),
+    pytest.param("from reflectrm_app.services.runtime import Runtime", [], id="the-runtime"),
+    pytest.param("from reflectrm_app.services.audit import _flipped_item", [], id="its-own-module"),
+    pytest.param("from reflectrm_app.records import AuditResult\nfrom reflectrm_db.services import JudgmentStore", [],
+                 id="records-and-store"),
+])
+def test_the_room_check_finds_each_kind(tmp_path, source, want):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert _room_imports(path, "reflectrm_app.services.audit") == want
+
+
+UI_FUNCTION_LINES = 80
+"""A UI function reads as a page: layout parts and handler groups, each under this many lines (docstring included)."""
+
+
+def _long_functions(path: Path, *, limit: int = UI_FUNCTION_LINES) -> list[str]:
+    return [f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_no_ui_function_is_over_80_lines():
+    files = sorted((ROOT / "app" / "ui").rglob("*.py"))
+    assert any(p.name == "train.py" for p in files)  # trap: the UI moved and nothing is checked
+    assert [f for p in files for f in _long_functions(p)] == []
+
+
+@pytest.mark.parametrize("lines, nested, want", [
+    pytest.param(80, False, [], id="at-the-limit"),
+    pytest.param(81, False, ["m.py:f (81 lines)"], id="one-over"),
+    # a handler defined inside a builder counts with it: the builder is what reads as one page
+    pytest.param(81, True, ["m.py:f (81 lines)"], id="nested-handlers-count-with-their-builder"),
+])
+def test_the_length_check_counts_each_kind(tmp_path, lines, nested, want):
+    body = ["    def g():", "        return 1"] if nested else []
+    path = tmp_path / "m.py"
+    path.write_text("\n".join(["def f():", *body, *["    x = 1"] * (lines - 1 - len(body))]) + "\n")
+    assert _long_functions(path) == want

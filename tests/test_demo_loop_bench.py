@@ -37,15 +37,15 @@ def loop(bench, tmp_path: Path):
     services = make_services(f"sqlite:///{tmp_path / 'loop.db'}", ScriptedBackend(worked_or_wrong))
     loop = bench.Loop.__new__(bench.Loop)  # the services of a test store, not the app's model
     loop.services, loop.domain, loop.figures = services, ARITHMETIC, {}
-    services.store.add_pairs(PAIRS)
+    services.runtime.store.add_pairs(PAIRS)
     for pair in PAIRS:
-        services.judge(pair)
+        services.judging.judge(pair)
     yield loop
     services.close()
 
 
 def test_the_reviewer_marks_each_analysis_by_its_arithmetic_and_verdict(loop) -> None:
-    stored = loop.services.store.load(1).judgment
+    stored = loop.services.runtime.store.load(1).judgment
     marks = loop.marks(stored)
     assert marks and set(marks) <= {r.index for r in stored.rollouts}
     for k, mark in marks.items():
@@ -56,13 +56,13 @@ def test_the_reviewer_marks_each_analysis_by_its_arithmetic_and_verdict(loop) ->
 
 
 def test_the_reviewer_walks_the_queue_and_corrects_only_wrong_judgments(loop) -> None:
-    wrong = {s.id for s in loop.services.store.history(limit=100) if s.verdict != s.label}
+    wrong = {s.id for s in loop.services.runtime.store.history(limit=100) if s.verdict != s.label}
     assert wrong, "the scripted judge gets some pairs wrong"
     corrected = loop.correct_in_queue_order(len(wrong) + 5, source="loop-pool")  # more than there is: all of them
     assert {jid for jid, _ in corrected} == wrong
-    queue = [s.id for s in loop.services.store.review_queue(limit=100, include_corrected=True)]
+    queue = [s.id for s in loop.services.runtime.store.review_queue(limit=100, include_corrected=True)]
     assert [jid for jid, _ in corrected] == [j for j in queue if j in wrong]  # in the queue's order
     for jid, pair in corrected:
-        [c] = loop.services.store.corrections(judgment_id=jid)
-        assert c.verdict == pair.label and c.marks == loop.marks(loop.services.store.load(jid).judgment)
+        [c] = loop.services.runtime.store.corrections(judgment_id=jid)
+        assert c.verdict == pair.label and c.marks == loop.marks(loop.services.runtime.store.load(jid).judgment)
     assert loop.figures["queue"]["looked"] == len(PAIRS)

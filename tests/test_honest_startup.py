@@ -22,13 +22,13 @@ class _Started(Exception):
 
 def _stop_before_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
     from reflectrm import cli as judge_cli
-    from reflectrm_app.services import AppServices
+    from reflectrm_app.services import Services
 
     def started(*_: object) -> None:
         raise _Started()
 
     monkeypatch.setattr(judge_cli, "load_judge", started)  # serve: the judge would load next
-    monkeypatch.setattr(AppServices, "start", started)  # app: the services would start next
+    monkeypatch.setattr(Services, "start", started)  # app: the services would start next
 
 
 def _one_line_refusal(capsys: pytest.CaptureFixture[str], code: int, *secrets: str) -> str:

@@ -181,7 +181,7 @@ def test_the_reward_service_refuses_what_the_readers_refuse(body: str, message: 
     pytest.param('[{"role": "user", "content": 5}]', "content must be a string, got a number", id="content-number"),
 ])
 def test_the_apps_typed_conversation_follows_the_same_rules(messages: str, message: str) -> None:
-    from reflectrm_app.services import build_pair
+    from reflectrm_app.ui.forms import build_pair
 
     with pytest.raises(InputError, match=message) as caught:
         build_pair(query="", messages=messages, response_1="a", response_2="b")

@@ -17,7 +17,8 @@ import gradio as gr
 
 from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult
-from reflectrm_app.services import AppServices, build_pair
+from reflectrm_app.services import Services
+from reflectrm_app.ui.forms import build_pair
 from reflectrm_app.ui.tabs.common import user_of
 from reflectrm.core.config import MAX_ROW_ID
 from reflectrm.errors import InputError, ReflectRMError
@@ -115,7 +116,7 @@ def _pair(query: Any, response_1: Any, response_2: Any, messages: Any, label: An
                       label=_label(label))
 
 
-def register(services: AppServices) -> None:
+def register(services: Services) -> None:
     """Add the named endpoints to the Blocks being built."""
 
     @one_line_errors
@@ -123,13 +124,13 @@ def register(services: AppServices) -> None:
               seed: int = 0, label: int = 0) -> dict:
         """Judge a pair (query, or messages as a JSON list of turns) and record it; returns the judgment."""
         pair = _pair(query, response_1, response_2, messages, label)
-        return _judged(services.judge(pair, strategy=text(strategy, "strategy"), seed=whole(seed, "seed")))
+        return _judged(services.judging.judge(pair, strategy=text(strategy, "strategy"), seed=whole(seed, "seed")))
 
     @one_line_errors
     def audit(query: str, response_1: str, response_2: str, messages: str = "", seed: int = 0, label: int = 0) -> dict:
         """Judge a pair in both orders; returns both judgments and whether they are consistent."""
         pair = _pair(query, response_1, response_2, messages, label)
-        result = services.audit(pair, seed=whole(seed, "seed"))
+        result = services.audit.audit(pair, seed=whole(seed, "seed"))
         return {"consistent": result.agree, "banner": views.audit_banner(result),
                 "original": _judged(result.original), "swapped": _judged(result.swapped)}
 
@@ -138,7 +139,7 @@ def register(services: AppServices) -> None:
                 request: gr.Request = None) -> dict:  # type: ignore[assignment]
         """Record (or edit) a person's verdict on a judgment; marks: JSON {"3": "right", "5": "wrong"}.
         With a login on, the author is the logged-in user whatever `author` says."""
-        record = services.correct(_row_id(judgment_id, name="judgment_id"), verdict=_verdict(verdict),
+        record = services.review.correct(_row_id(judgment_id, name="judgment_id"), verdict=_verdict(verdict),
                                   author=user_of(request) or text(author, "author") or "api",
                                   note=text(note, "note"), marks=_marks(text(marks, "marks")))
         return {"correction_id": record.id, "judgment_id": record.judgment_id, "verdict": record.verdict,
@@ -150,7 +151,7 @@ def register(services: AppServices) -> None:
     @one_line_errors
     def rejudge(judgment_id: int, strategy: str) -> dict:
         """A stored judgment re-aggregated with another strategy (generates only what it lacks)."""
-        result = services.reaggregate(_row_id(judgment_id, name="judgment_id"), text(strategy, "strategy"))
+        result = services.judging.reaggregate(_row_id(judgment_id, name="judgment_id"), text(strategy, "strategy"))
         return {"judgment_id": judgment_id, "generated": result.generated, "judgment": result.judgment.to_dict()}
 
     gr.api(judge, api_name="judge", concurrency_limit=4)

@@ -1,7 +1,7 @@
 """The Gradio Blocks, assembled from one module per tab (`reflectrm_app.ui.tabs`) and the named API (`reflectrm_app.ui.api`).
 
 No module-level mutable state: per-user state lives in `gr.State`, shared resources in the one
-`AppServices` object. Model and user text is shown in Textboxes, Dataframes and JSON (as text) or
+`Services` object. Model and user text is shown in Textboxes, Dataframes and JSON (as text) or
 escaped into `gr.HTML` by `reflectrm_app.ui.views`; errors are shown in status boxes as text.
 
 A new tab is one line: a module with a `TAB = TabSpec(...)`, added to `TABS` below.
@@ -18,7 +18,7 @@ from starlette.middleware import Middleware
 from reflectrm_app.ui import api
 from reflectrm_app.ui.login import FailureCounter, LoginGuard, LoginThrottleMiddleware, trust_proxies
 from reflectrm_app.ui.uploads import MB, UploadFolderCap
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
 from reflectrm_app.settings import AppSettings, load_settings, parse_proxies
 from reflectrm.serving.guard import AccessGuard
 from reflectrm_app.ui.tabs import audit, curate, evaluate, history, judge, review, train
@@ -84,13 +84,13 @@ KEYBOARD_JS = """
 """
 
 
-def build_app(services: AppServices, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blocks:
+def build_app(services: Services, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blocks:
     """The whole app: the tabs and the named API."""
     with gr.Blocks(title="ReflectRM", analytics_enabled=False) as demo:
         api.register(services)  # first, so the endpoints get their plain names (/judge, /audit, /correct, /rejudge)
         with gr.Row():
             gr.Markdown("## ReflectRM: look inside judgments, audit positional bias, correct the judge, retrain it")
-            active_judge = gr.Textbox(services.active_judge_label(), label="Active judge", interactive=False, scale=0,
+            active_judge = gr.Textbox(services.runtime.active_judge_label(), label="Active judge", interactive=False, scale=0,
                                       min_width=420, elem_id="active-judge")
         with gr.Tabs(elem_id="tabs") as tab_set:
             wb = Workbench(services=services, tabs=tab_set, active_judge=active_judge)
@@ -101,7 +101,7 @@ def build_app(services: AppServices, tabs: tuple[TabSpec, ...] = TABS) -> gr.Blo
             if spec.wire is not None:
                 spec.wire(wb)
         pickers = [wb.views[k].source for k in ("judge", "audit") if k in wb.views]
-        demo.load(lambda: [*(source_choices(services) for _ in pickers), services.active_judge_label()], None,
+        demo.load(lambda: [*(source_choices(services) for _ in pickers), services.runtime.active_judge_label()], None,
                   [*pickers, active_judge], api_visibility="private")
     api.name_missing_values(demo)
     return demo

@@ -17,7 +17,7 @@ import pandas as pd
 from types import MappingProxyType
 
 from reflectrm_app.records import (
-    AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, RunView, model_name,
+    AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, TrainingRunView, model_name,
 )
 from reflectrm_db.records import CorrectionRecord, JudgmentSummary, LabelledDerivation, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.strategies import STRATEGIES, Strategy
@@ -26,7 +26,7 @@ from reflectrm.render import stage2_text
 from reflectrm.training.runs import Checkpoint
 
 if TYPE_CHECKING:
-    from reflectrm_app.training import DataMix
+    from reflectrm_app.services.training import DataMix
     from reflectrm.demo import MeasuredStage2
 
 _TEMPLATE_CHARS = str.maketrans({"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;"})
@@ -514,7 +514,7 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h {s % 3600 // 60:02d}m"
 
 
-def train_status_line(view: RunView) -> str:
+def train_status_line(view: TrainingRunView) -> str:
     """Where a run stands, in one line: "run #3 running: step 4 / 40 · ~1m 12s left"."""
     run, p = view.run, view.progress
     head = f"run #{run.id} {p.state}"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from reflectrm_app.resources import ModelHolder
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
+from reflectrm_app.services.runtime import Runtime
 from reflectrm_app.settings import AppSettings
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
@@ -25,9 +26,9 @@ def first_position_output(prompt: str, seed: int, params: SamplingParams) -> Com
     return Completion(response_output(1, f"analysis {seed % 97}"), tuple(-0.01 * (seed % 13 + 1) for _ in range(8)), 8)
 
 
-def make_services(url: str, backend: ScriptedBackend, **settings: object) -> AppServices:
+def make_services(url: str, backend: ScriptedBackend, **settings: object) -> Services:
     config = AppSettings(warm_up=False, max_new_tokens=64, audit_batch_size=2, **settings)
-    return AppServices(store=JudgmentStore.open(url), settings=config, model=ModelHolder(lambda: backend))
+    return Services.over(Runtime(store=JudgmentStore.open(url), settings=config, model=ModelHolder(lambda: backend)))
 
 
 @pytest.fixture
@@ -37,14 +38,14 @@ def scripted_backend() -> ScriptedBackend:
 
 
 @pytest.fixture
-def services(tmp_path: Path, scripted_backend: ScriptedBackend) -> Iterator[AppServices]:
+def services(tmp_path: Path, scripted_backend: ScriptedBackend) -> Iterator[Services]:
     s = make_services(f"sqlite:///{tmp_path / 'app.db'}", scripted_backend)
     yield s
     s.close()
 
 
 @pytest.fixture
-def biased_services(tmp_path: Path) -> Iterator[AppServices]:
+def biased_services(tmp_path: Path) -> Iterator[Services]:
     s = make_services(f"sqlite:///{tmp_path / 'biased.db'}", ScriptedBackend(first_position_output))
     yield s
     s.close()

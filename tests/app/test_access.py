@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from reflectrm.backends import ScriptedBackend
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
 from reflectrm_app.settings import load_settings
 from reflectrm_app.ui.blocks import build_app, launch_options
 from tests.app.browser import free_port
@@ -31,7 +31,7 @@ CAP_MB = 1
 class RunningApp:
     url: str
     port: int
-    services: AppServices
+    services: Services
     uploads: Path  # Gradio's upload folder (GRADIO_TEMP_DIR) for this app alone
 
 
@@ -47,7 +47,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]:
     port = free_port()
     try:
         _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                                **{**launch_options(services.settings), "show_error": False})
+                                **{**launch_options(services.runtime.settings), "show_error": False})
         yield RunningApp(url=url, port=port, services=services, uploads=uploads)
     finally:
         demo.close()
@@ -112,7 +112,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("method", "path", "headers", "fragment"), HOSTILE)
 def test_a_hostile_page_gets_403_and_nothing_is_stored_or_uploaded(app, method, path, headers, fragment):
-    before, files = app.services.store.counts(), stored_files(app)
+    before, files = app.services.runtime.store.counts(), stored_files(app)
     sent = {k: v.format(port=app.port) for k, v in headers.items()}
     if path.endswith(("upload", "recording")):
         kind, body = multipart("pairs.csv", b"query,response_1,response_2\nq,a,b\n")
@@ -124,7 +124,7 @@ def test_a_hostile_page_gets_403_and_nothing_is_stored_or_uploaded(app, method, 
         body = None
     status, text = send(app, method, path, headers=sent, body=body)
     assert status == 403 and fragment in text and text.count("\n") == 1, text
-    assert app.services.store.counts() == before and stored_files(app) == files
+    assert app.services.runtime.store.counts() == before and stored_files(app) == files
 
 
 @pytest.mark.parametrize("headers", [
@@ -134,14 +134,14 @@ def test_a_hostile_page_gets_403_and_nothing_is_stored_or_uploaded(app, method, 
     pytest.param({"Host": "workbench.lab.example"}, id="configured-name"),
 ])
 def test_the_apps_own_page_and_clients_still_judge(app, headers):
-    before = app.services.store.counts()["judgments"]
+    before = app.services.runtime.store.counts()["judgments"]
     status, text = judge_call(app, {k: v.format(port=app.port) for k, v in headers.items()})
     assert status == 200 and "event_id" in text, text
     event = json.loads(text)["event_id"]
     with urllib.request.urlopen(f"{app.url}gradio_api/call/judge/{event}", timeout=120) as answer:
         stream = answer.read().decode()
     assert "event: complete" in stream, stream
-    assert app.services.store.counts()["judgments"] == before + 1
+    assert app.services.runtime.store.counts()["judgments"] == before + 1
 
 
 def test_the_page_itself_opens_for_a_link_from_another_site(app):
@@ -165,10 +165,10 @@ def test_the_upload_folder_is_bounded_as_a_whole(app):
 
 def test_gradio_client_calls_as_before(app):
     gradio_client = pytest.importorskip("gradio_client")
-    before = app.services.store.counts()["judgments"]
+    before = app.services.runtime.store.counts()["judgments"]
     result = gradio_client.Client(app.url, verbose=False).predict("What is 2+2?", "4", "5", "", "reflectrm", 0, 0,
                                                                   api_name="/judge")
-    assert result["judgment_id"] >= 1 and app.services.store.counts()["judgments"] == before + 1
+    assert result["judgment_id"] >= 1 and app.services.runtime.store.counts()["judgments"] == before + 1
 
 
 def test_settings_refuse_a_malformed_entry_naming_the_variable():
@@ -201,7 +201,7 @@ class _Stop(Exception):
 def test_the_app_warns_in_one_line_when_it_listens_beyond_loopback_without_a_login(
         monkeypatch, caplog, no_reflectrm_environment, host, auth, warned):
     from reflectrm_app.cli import main
-    from reflectrm_app.services import AppServices as Services
+    from reflectrm_app.services import Services
 
     monkeypatch.setenv("REFLECTRM_AUTH", auth)
 

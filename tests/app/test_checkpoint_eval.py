@@ -9,14 +9,13 @@ import pytest
 
 from reflectrm.defaults import default_model
 from reflectrm.errors import Cancelled
-from reflectrm_app.evaluation import EvaluationService
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
 
 
 @pytest.mark.slow
-def test_a_checkpoint_is_evaluated_against_the_active_judge_on_the_same_pairs(biased_services: AppServices) -> None:
+def test_a_checkpoint_is_evaluated_against_the_active_judge_on_the_same_pairs(biased_services: Services) -> None:
     # the active judge always picks the first response; the "checkpoint" is the real demo judge's folder
-    evals = EvaluationService(biased_services)
+    evals = biased_services.evaluation
     result = evals.checkpoint_against_judge(default_model(None), benchmark="demo", limit=6,
                                             cancel=threading.Event())
     judge_run, checkpoint_run = evals.evals.get(result.judge_run), evals.evals.get(result.checkpoint_run)
@@ -29,11 +28,11 @@ def test_a_checkpoint_is_evaluated_against_the_active_judge_on_the_same_pairs(bi
     assert "| reflectrm | overall | 6 |" in result.markdown and "| greedy | overall | 6 |" in result.markdown
 
 
-def test_stop_before_the_checkpoint_run_keeps_the_judge_run(biased_services: AppServices) -> None:
-    evals = EvaluationService(biased_services)
+def test_stop_before_the_checkpoint_run_keeps_the_judge_run(biased_services: Services) -> None:
+    evals = biased_services.evaluation
     cancel = threading.Event()
     loaded = []
-    biased_services.model_backend = lambda model, c=None: loaded.append(model)  # type: ignore[method-assign]
+    biased_services.runtime.model_backend = lambda model, c=None: loaded.append(model)  # type: ignore[method-assign]
 
     def stop_at_the_end(done: int, total: int) -> None:
         if done == total:

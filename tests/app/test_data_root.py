@@ -19,9 +19,8 @@ import pytest
 from reflectrm.backends import ScriptedBackend
 from reflectrm.errors import InputError
 from reflectrm.inputs import MAX_PATH_CHARS
-from reflectrm_app.evaluation import EvaluationService
-from reflectrm_app.services import AppServices
-from reflectrm_app.training import TrainingService
+from reflectrm_app.services import Services
+from reflectrm_app.services.training import TrainingService
 from tests.app.conftest import make_services
 from tests.db.helpers import scripted_output
 
@@ -53,14 +52,14 @@ def world(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def app_services(world: Path) -> Iterator[AppServices]:
+def app_services(world: Path) -> Iterator[Services]:
     s = make_services(f"sqlite:///{world / 'app.db'}", ScriptedBackend(scripted_output), data_root=world / "data")
     yield s
     s.close()
 
 
-def _refusal(services: AppServices, typed: str) -> str:
-    evals = EvaluationService(services)
+def _refusal(services: Services, typed: str) -> str:
+    evals = services.evaluation
     with pytest.raises(InputError) as caught:
         evals.run(evals.request("file", data=typed, limit=1), cancel=threading.Event())
     assert evals.evals.runs() == []  # nothing was started, nothing stored
@@ -91,7 +90,7 @@ HOSTILE_PATHS = [
 
 
 @pytest.mark.parametrize(("typed", "expected"), HOSTILE_PATHS)
-def test_a_hostile_path_is_refused_in_one_line_that_names_nothing_outside(app_services: AppServices, world: Path,
+def test_a_hostile_path_is_refused_in_one_line_that_names_nothing_outside(app_services: Services, world: Path,
                                                                          typed: str, expected: str) -> None:
     message = _refusal(app_services, typed.replace("{w}", str(world)))
     assert expected in message
@@ -100,7 +99,7 @@ def test_a_hostile_path_is_refused_in_one_line_that_names_nothing_outside(app_se
         assert leak not in message
 
 
-def test_an_outside_path_is_refused_alike_whether_or_not_it_exists(app_services: AppServices, world: Path) -> None:
+def test_an_outside_path_is_refused_alike_whether_or_not_it_exists(app_services: Services, world: Path) -> None:
     there = _refusal(app_services, str(world / "outside" / "secrets.jsonl"))
     absent = _refusal(app_services, str(world / "outside" / "no-such.jsonl"))
     absent_folder = _refusal(app_services, str(world / "no-such-folder" / "x.jsonl"))
@@ -113,8 +112,8 @@ def test_an_outside_path_is_refused_alike_whether_or_not_it_exists(app_services:
     pytest.param("link-in.jsonl", id="a-link-that-stays-inside"),
     pytest.param("bench/deep/pairs.jsonl", id="a-nested-file"),
 ])
-def test_a_file_inside_the_root_is_read(app_services: AppServices, world: Path, typed: str) -> None:
-    evals = EvaluationService(app_services)
+def test_a_file_inside_the_root_is_read(app_services: Services, world: Path, typed: str) -> None:
+    evals = app_services.evaluation
     request = evals.request("file", data=typed.replace("{w}", str(world)), limit=1)
     assert request.data == world / "data" / (typed if "/" in typed and "{w}" not in typed else "pairs.jsonl")
     assert len(request.load().pairs) == 1
@@ -133,14 +132,14 @@ def test_a_missing_data_root_says_so_without_reading_anything(world: Path) -> No
 def test_the_default_root_is_data_beside_a_sqlite_store(world: Path) -> None:
     s = make_services(f"sqlite:///{world / 'app.db'}", ScriptedBackend(scripted_output))
     try:
-        assert s.data_root == (world / "data").resolve()
+        assert s.runtime.data_root == (world / "data").resolve()
     finally:
         s.close()
 
 
-def test_a_stored_run_outside_the_root_does_not_resume_from_the_app(app_services: AppServices, world: Path) -> None:
+def test_a_stored_run_outside_the_root_does_not_resume_from_the_app(app_services: Services, world: Path) -> None:
     # a run `reflectrm eval --data` made from the operator's shell names a file the app may not read
-    evals = EvaluationService(app_services)
+    evals = app_services.evaluation
     run_id, _ = evals.evals.kept.start(run_key="k", values={
         "model": "m", "model_revision": "", "benchmark": "file:secrets.jsonl", "data": "", "partial": "",
         "items_total": 1, "config": {"benchmark": "file", "data": str(world / "outside" / "secrets.jsonl")}})
@@ -163,7 +162,7 @@ BASE_MODELS = [
 
 
 @pytest.mark.parametrize(("typed", "expected"), BASE_MODELS)
-def test_a_base_model_path_is_confined_like_a_data_file(app_services: AppServices, world: Path, typed: str,
+def test_a_base_model_path_is_confined_like_a_data_file(app_services: Services, world: Path, typed: str,
                                                         expected: str | None) -> None:
     (world / "runs" / "run-1" / "checkpoint-2").mkdir(parents=True)
     training: TrainingService = app_services.training
@@ -200,7 +199,7 @@ SECRET_FILES = [
 
 
 @pytest.mark.parametrize(("name", "content", "expected"), SECRET_FILES)
-def test_a_bad_cell_is_named_by_row_and_field_not_quoted(app_services: AppServices, world: Path, name: str,
+def test_a_bad_cell_is_named_by_row_and_field_not_quoted(app_services: Services, world: Path, name: str,
                                                          content: str | bytes, expected: str) -> None:
     path = world / "data" / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -209,10 +208,10 @@ def test_a_bad_cell_is_named_by_row_and_field_not_quoted(app_services: AppServic
     assert SECRET not in message and "7.25" not in message and "\n" not in message
 
 
-def test_a_benchmark_file_with_a_secret_label_is_refused_without_it(app_services: AppServices, world: Path) -> None:
+def test_a_benchmark_file_with_a_secret_label_is_refused_without_it(app_services: Services, world: Path) -> None:
     row = {"pair_id": "p1", "question": "q", "response_A": "a", "response_B": "b", "label": SECRET, "source": "x"}
     (world / "data" / "jb.jsonl").write_text(json.dumps(row) + "\n")
-    evals = EvaluationService(app_services)
+    evals = app_services.evaluation
     with pytest.raises(InputError) as caught:
         evals.run(evals.request("judgebench", data="jb.jsonl"), cancel=threading.Event())
     assert "label" in str(caught.value) and SECRET not in str(caught.value)
@@ -241,7 +240,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int,
     os.environ["GRADIO_TEMP_DIR"] = str(world / "uploads")
     try:
         _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
-                                quiet=True, **launch_options(services.settings))
+                                quiet=True, **launch_options(services.runtime.settings))
         yield url, run_event, world
     finally:
         demo.close()

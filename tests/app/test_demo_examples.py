@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from reflectrm_app.resources import ModelHolder
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
+from reflectrm_app.services.runtime import Runtime
 from reflectrm_app.settings import AppSettings
 from reflectrm_app.ui.tabs.judge import example_values
 from reflectrm_db.services import JudgmentStore
@@ -20,11 +21,12 @@ from reflectrm.errors import ConfigError
 from tests.db.helpers import scripted_output
 
 
-def services_judging_with(tmp_path: Path, model: str) -> AppServices:
+def services_judging_with(tmp_path: Path, model: str) -> Services:
     """Services whose active judge is called `model` (a scripted backend answers: nothing is loaded)."""
     settings = AppSettings(warm_up=False, max_new_tokens=64)
     holder = ModelHolder(lambda: ScriptedBackend(scripted_output), name=model)
-    return AppServices(store=JudgmentStore.open(f"sqlite:///{tmp_path / 'app.db'}"), settings=settings, model=holder)
+    return Services.over(Runtime(store=JudgmentStore.open(f"sqlite:///{tmp_path / 'app.db'}"), settings=settings,
+                                 model=holder))
 
 
 def folder(tmp_path: Path, card: dict | None) -> str:
@@ -39,7 +41,7 @@ def folder(tmp_path: Path, card: dict | None) -> str:
 def made(tmp_path):
     made = []
 
-    def make(model: str) -> AppServices:
+    def make(model: str) -> Services:
         made.append(services_judging_with(tmp_path, model))
         return made[-1]
 
@@ -50,10 +52,10 @@ def made(tmp_path):
 
 def test_the_shipped_demo_judge_offers_its_domains_examples_and_pairs(made):
     s = made(str(DEMO_MODEL_DIR))
-    assert s.judge_examples() == demo_domain().examples != ()
-    assert s.demo_source() == demo_domain().source
-    report = s.add_demo_pairs(5)
-    stored = [p for _, p in s.pairs(s.demo_source())]
+    assert s.judging.judge_examples() == demo_domain().examples != ()
+    assert s.judging.demo_source() == demo_domain().source
+    report = s.judging.add_demo_pairs(5)
+    stored = [p for _, p in s.judging.pairs(s.judging.demo_source())]
     assert report.added == 5 and len(stored) == 5
     for p in stored:
         demo_domain().problem_of(p)  # each asks a problem of the shipped judge's domain
@@ -61,27 +63,27 @@ def test_the_shipped_demo_judge_offers_its_domains_examples_and_pairs(made):
 
 def test_a_running_sum_demo_judge_offers_running_sums(made, tmp_path):
     s = made(folder(tmp_path, {"domain": "running-sums"}))
-    assert s.judge_examples() == RUNNING_SUMS.examples
-    assert s.demo_source() == "demo-steps"
-    s.add_demo_pairs(4)
-    assert [p.subset for _, p in s.pairs("demo-steps")] and all(
-        p.subset in RUNNING_SUMS.kinds for _, p in s.pairs("demo-steps"))
+    assert s.judging.judge_examples() == RUNNING_SUMS.examples
+    assert s.judging.demo_source() == "demo-steps"
+    s.judging.add_demo_pairs(4)
+    assert [p.subset for _, p in s.judging.pairs("demo-steps")] and all(
+        p.subset in RUNNING_SUMS.kinds for _, p in s.judging.pairs("demo-steps"))
 
 
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "own-folder"])
 def test_a_users_own_model_gets_no_examples_and_the_shipped_domains_pairs(made, tmp_path, model):
     s = made(folder(tmp_path, None) if model == "own-folder" else model)
-    assert s.judge_examples() == ()
-    assert s.demo_source() == demo_domain().source
+    assert s.judging.judge_examples() == ()
+    assert s.judging.demo_source() == demo_domain().source
 
 
 def test_a_card_naming_an_unknown_domain_gets_no_examples_and_says_why(made, tmp_path, caplog):
     s = made(folder(tmp_path, {"domain": "os"}))
     with caplog.at_level(logging.WARNING):
-        assert s.judge_examples() == ()
+        assert s.judging.judge_examples() == ()
     assert "unknown demo domain 'os'" in caplog.text
     with pytest.raises(ConfigError, match="unknown demo domain 'os'"):
-        s.add_demo_pairs(3)
+        s.judging.add_demo_pairs(3)
 
 
 def test_an_example_fills_the_form_and_clears_what_would_override_it():
@@ -92,7 +94,7 @@ def test_an_example_fills_the_form_and_clears_what_would_override_it():
     assert example_values(rows, -1) is None
 
 
-def _example_tables(services: AppServices) -> list:
+def _example_tables(services: Services) -> list:
     from reflectrm_app.ui.blocks import build_app
 
     return [b for b in build_app(services).blocks.values() if getattr(b, "elem_id", None) == "judge-examples"]

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from reflectrm_app.evaluation import EvaluationService
-from reflectrm_app.services import AppServices
+from reflectrm_app.services.evaluation import EvaluationService
+from reflectrm_app.services import Services
 from reflectrm.errors import InputError
 
 
@@ -17,37 +17,37 @@ from reflectrm.errors import InputError
     pytest.param(2.5, id="fraction"),  # used to become 2
     pytest.param(-3, id="negative"),
 ])
-def test_a_pair_count_that_is_not_a_whole_number_of_at_least_one_is_refused(services: AppServices,
+def test_a_pair_count_that_is_not_a_whole_number_of_at_least_one_is_refused(services: Services,
                                                                            limit: float) -> None:
     with pytest.raises(InputError, match=r'"Pairs at most" must be a whole number of at least 1.*empty for every'):
-        EvaluationService(services).request("demo", limit=limit)
+        services.evaluation.request("demo", limit=limit)
 
 
 @pytest.mark.parametrize(("limit", "expected"), [pytest.param(None, None, id="empty-is-all"),
                                                  pytest.param(3.0, 3, id="whole-float")])
-def test_an_empty_or_whole_pair_count_is_taken(services: AppServices, limit: float | None,
+def test_an_empty_or_whole_pair_count_is_taken(services: Services, limit: float | None,
                                                expected: int | None) -> None:
-    assert EvaluationService(services).request("demo", limit=limit).limit == expected
+    assert services.evaluation.request("demo", limit=limit).limit == expected
 
 
-def test_the_file_benchmark_without_a_path_names_the_field_not_a_cli_flag(services: AppServices) -> None:
+def test_the_file_benchmark_without_a_path_names_the_field_not_a_cli_flag(services: Services) -> None:
     with pytest.raises(InputError, match='Local file or folder') as caught:
-        EvaluationService(services).request("file")
+        services.evaluation.request("file")
     assert "--data" not in str(caught.value)
 
 
-def test_progress_shows_before_the_first_batch_is_judged(services: AppServices) -> None:
-    evals, seen = EvaluationService(services), []
-    backend = services.model.get()
+def test_progress_shows_before_the_first_batch_is_judged(services: Services) -> None:
+    evals, seen = services.evaluation, []
+    backend = services.runtime.model.get()
     evals.run(evals.request("demo", limit=4), cancel=threading.Event(),
               progress=lambda done, total: seen.append((done, total, len(backend.calls))))
     assert seen[0] == (0, 4, 0)  # before any generation (it used to appear only after the first batch)
     assert seen[-1][:2] == (4, 4)
 
 
-def _cut_off_run(services: AppServices, monkeypatch: pytest.MonkeyPatch) -> int:
+def _cut_off_run(services: Services, monkeypatch: pytest.MonkeyPatch) -> int:
     """A run whose process ended after its first batch, without marking it (as a killed app leaves it)."""
-    evals = EvaluationService(services)
+    evals = services.evaluation
     monkeypatch.setattr(evals.evals.kept, "finish", lambda *a, **k: None)
 
     def die_after_the_first_batch(done: int, total: int) -> None:
@@ -62,10 +62,10 @@ def _cut_off_run(services: AppServices, monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def test_after_a_restart_a_run_left_running_is_interrupted_unfinished_and_resumes(
-    services: AppServices, monkeypatch: pytest.MonkeyPatch
+    services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_id = _cut_off_run(services, monkeypatch)
-    restarted = EvaluationService(services)  # the app's start-up
+    restarted = EvaluationService(services.runtime)  # the app's start-up
     assert restarted.mark_interrupted() == [run_id]
     run = restarted.evals.get(run_id)
     assert run.status == "interrupted" and "Resume" in run.error
@@ -85,14 +85,14 @@ def test_after_a_restart_a_run_left_running_is_interrupted_unfinished_and_resume
     pytest.param("0", "must be a run number like 3", id="zero"),
 ])
 def test_a_run_field_that_holds_no_run_number_names_the_field(typed: str, fragment: str) -> None:
-    from reflectrm_app.ui.tabs.evaluate import run_number
+    from reflectrm_app.ui.forms import run_number
 
     with pytest.raises(InputError, match=re.escape(fragment)):
         run_number(typed, "Run")
 
 
-def test_a_run_that_does_not_exist_is_said_in_the_tabs_words(services: AppServices) -> None:
-    evals = EvaluationService(services)
+def test_a_run_that_does_not_exist_is_said_in_the_tabs_words(services: Services) -> None:
+    evals = services.evaluation
     for action in (lambda: evals.view(42), lambda: evals.compare(42, 43),
                    lambda: evals.resume(42, cancel=threading.Event())):
         with pytest.raises(InputError, match="run 42 does not exist: click a run in Runs") as caught:
@@ -102,6 +102,6 @@ def test_a_run_that_does_not_exist_is_said_in_the_tabs_words(services: AppServic
 
 @pytest.mark.parametrize("benchmark, both", [("judgebench", True), ("demo", False), ("file", False), (None, False)])
 def test_the_both_orders_box_follows_the_benchmark_s_protocol(benchmark, both) -> None:
-    from reflectrm_app.evaluation import both_orders_by_default
+    from reflectrm_app.services.evaluation import both_orders_by_default
 
     assert both_orders_by_default(benchmark) is both  # JudgeBench scores a pair right only if right in both orders

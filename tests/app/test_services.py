@@ -10,7 +10,8 @@ import pytest
 
 from reflectrm_app.records import ExampleFilter, Mix
 from reflectrm_app.resources import Cancelled, ModelHolder, ReviewLeases, warm_up_generation
-from reflectrm_app.services import AppServices, build_pair, parse_ids, parse_marks
+from reflectrm_app.services import Services
+from reflectrm_app.ui.forms import build_pair, parse_ids, parse_marks
 from reflectrm.audit import audit_stats
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
@@ -71,17 +72,17 @@ def test_build_pair_keeps_data_set_identity_only_while_texts_are_unchanged(pair:
     pytest.param(None, id="unknown"),  # dropping the label would also store a second, unlabelled copy
 ])
 def test_judging_a_picked_pair_under_another_label_is_refused_and_adds_no_pair(
-    services: AppServices, label: int | None
+    services: Services, label: int | None
 ) -> None:
-    services.add_demo_pairs(3)
-    source = services.demo_source()
-    [(_, picked), *_] = services.pairs(source)
+    services.judging.add_demo_pairs(3)
+    source = services.judging.demo_source()
+    [(_, picked), *_] = services.judging.pairs(source)
     other = label if label is None else 3 - picked.label
-    before = len(services.pairs(source))
+    before = len(services.judging.pairs(source))
     with pytest.raises(InputError, match="labelled Response .* second copy.*Review queue"):
-        services.judge(build_pair(query=picked.query, messages="", response_1=picked.response_1,
+        services.judging.judge(build_pair(query=picked.query, messages="", response_1=picked.response_1,
                                   response_2=picked.response_2, label=other, base=picked.to_dict()))
-    assert len(services.pairs(source)) == before
+    assert len(services.judging.pairs(source)) == before
 
 
 def _typed(stored: PreferencePair, *, order: str, label: int | None) -> PreferencePair:
@@ -89,6 +90,9 @@ def _typed(stored: PreferencePair, *, order: str, label: int | None) -> Preferen
     shown = stored if order == "same" else stored.swapped()
     return build_pair(query=shown.query, messages="", response_1=shown.response_1, response_2=shown.response_2,
                       label=label)
+
+
+ROOMS = {"judge": "judging", "audit": "audit"}  # the service each action is a method of
 
 
 @pytest.mark.parametrize("stored_label, order, label, refused", [
@@ -106,24 +110,24 @@ def _typed(stored: PreferencePair, *, order: str, label: int | None) -> Preferen
 ])
 @pytest.mark.parametrize("action", ["judge", "audit"])
 def test_judging_stored_texts_under_the_other_known_label_is_refused_before_generating(
-    services: AppServices, pair: PreferencePair, scripted_backend: ScriptedBackend, stored_label: int | None,
+    services: Services, pair: PreferencePair, scripted_backend: ScriptedBackend, stored_label: int | None,
     order: str, label: int | None, refused: bool, action: str,
 ) -> None:
     stored = PreferencePair.from_dict({**pair.to_dict(), "label": stored_label})
-    services.store.add_pairs([stored])
-    before = services.store.counts()
+    services.runtime.store.add_pairs([stored])
+    before = services.runtime.store.counts()
     typed = _typed(stored, order=order, label=label)
     if refused:
         with pytest.raises(InputError) as caught:
-            getattr(services, action)(typed)
+            getattr(getattr(services, ROOMS[action]), action)(typed)
         message = str(caught.value)
         assert "\n" not in message and "second copy" in message and "Review tab" in message
         assert pair.query not in message and pair.response_1 not in message  # the texts are not echoed
-        assert services.store.counts() == before  # no pair, no judgment
+        assert services.runtime.store.counts() == before  # no pair, no judgment
         assert scripted_backend.calls == []  # refused before any generation
     else:
-        getattr(services, action)(typed)
-        assert services.store.counts()["judgments"] == before["judgments"] + (1 if action == "judge" else 2)
+        getattr(getattr(services, ROOMS[action]), action)(typed)
+        assert services.runtime.store.counts()["judgments"] == before["judgments"] + (1 if action == "judge" else 2)
 
 
 @pytest.mark.parametrize("on_screen, saved", [
@@ -134,21 +138,21 @@ def test_judging_stored_texts_under_the_other_known_label_is_refused_before_gene
     pytest.param(None, True, id="api-without-a-screen"),  # /correct names its judgment itself
 ])
 def test_a_review_save_lands_only_on_the_item_the_reviewer_has_on_screen(
-    services: AppServices, pair: PreferencePair, on_screen: str | None, saved: bool
+    services: Services, pair: PreferencePair, on_screen: str | None, saved: bool
 ) -> None:
-    ids = [services.judge(PreferencePair.from_query(f"What is {k} + 1?", f"{k + 1}", f"{k + 2}", label=1)).judgment_id
+    ids = [services.judging.judge(PreferencePair.from_query(f"What is {k} + 1?", f"{k + 1}", f"{k + 2}", label=1)).judgment_id
            for k in range(2)]
-    first = services.next_for_review(reviewer="r")
+    first = services.review.next_for_review(reviewer="r")
     shown = first.stored.id if on_screen == "first" else None
     if on_screen == "next":
-        shown = services.next_for_review(reviewer="r", after=first.stored.id).stored.id
+        shown = services.review.next_for_review(reviewer="r", after=first.stored.id).stored.id
     if saved:
-        record = services.correct(first.stored.id, verdict=1, author="r", on_screen=shown)
+        record = services.review.correct(first.stored.id, verdict=1, author="r", on_screen=shown)
         assert record.judgment_id == first.stored.id
     else:
         with pytest.raises(InputError, match=rf"nothing saved: judgment #{first.stored.id} is no longer the item"):
-            services.correct(first.stored.id, verdict=1, author="r", on_screen=shown)
-        assert services.store.corrections() == []
+            services.review.correct(first.stored.id, verdict=1, author="r", on_screen=shown)
+        assert services.runtime.store.corrections() == []
     assert set(ids) >= {first.stored.id}
 
 
@@ -194,42 +198,42 @@ def test_audit_stats_counts_flips_first_position_and_both_orders_accuracy() -> N
 # --- judge ------------------------------------------------------------------------------------------------------
 
 
-def test_judge_records_and_reopens_exactly(services: AppServices, pair: PreferencePair) -> None:
-    result = services.judge(pair)
+def test_judge_records_and_reopens_exactly(services: Services, pair: PreferencePair) -> None:
+    result = services.judging.judge(pair)
     assert len(result.judgment.rollouts) == 8
-    assert services.open(result.judgment_id).judgment == result.judgment
+    assert services.judging.open(result.judgment_id).judgment == result.judgment
     assert result.generated == 2  # stage 1, stage 2
 
 
-def test_reaggregate_reuses_rollouts_without_generating(services: AppServices, pair: PreferencePair,
+def test_reaggregate_reuses_rollouts_without_generating(services: Services, pair: PreferencePair,
                                                          scripted_backend: ScriptedBackend) -> None:
-    result = services.judge(pair)
+    result = services.judging.judge(pair)
     calls = len(scripted_backend.calls)
-    majority = services.reaggregate(result.judgment_id, "majority")
+    majority = services.judging.reaggregate(result.judgment_id, "majority")
     assert majority.generated == 0 and len(scripted_backend.calls) == calls
     assert majority.judgment.strategy == "majority"
     assert majority.judgment.rollouts == result.judgment.rollouts
-    assert services.open(result.judgment_id).judgment == result.judgment  # the record is unchanged
+    assert services.judging.open(result.judgment_id).judgment == result.judgment  # the record is unchanged
 
 
-def test_reaggregate_generates_only_what_a_strategy_lacks(services: AppServices, pair: PreferencePair) -> None:
-    result = services.judge(pair)
-    greedy = services.reaggregate(result.judgment_id, "greedy")
+def test_reaggregate_generates_only_what_a_strategy_lacks(services: Services, pair: PreferencePair) -> None:
+    result = services.judging.judge(pair)
+    greedy = services.judging.reaggregate(result.judgment_id, "greedy")
     assert greedy.generated == 1
     assert any(r.greedy for r in greedy.judgment.rollouts)
 
 
-def test_stop_before_generation_records_nothing(services: AppServices, pair: PreferencePair) -> None:
+def test_stop_before_generation_records_nothing(services: Services, pair: PreferencePair) -> None:
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
-        services.judge(pair, cancel=cancel)
-    assert services.store.counts()["judgments"] == 0
+        services.judging.judge(pair, cancel=cancel)
+    assert services.runtime.store.counts()["judgments"] == 0
 
 
-def test_progress_reports_both_stages(services: AppServices, pair: PreferencePair) -> None:
+def test_progress_reports_both_stages(services: Services, pair: PreferencePair) -> None:
     seen: list[Progress] = []
-    services.judge(pair, progress=seen.append)
+    services.judging.judge(pair, progress=seen.append)
     assert [(e.stage, e.done, e.total) for e in seen] == [
         (Stage.SAMPLING, 0, 8), (Stage.SAMPLING, 8, 8), (Stage.REFLECTING, 0, 7), (Stage.REFLECTING, 7, 7),
         (Stage.DECIDED, 1, 1)]
@@ -240,18 +244,18 @@ def test_progress_reports_both_stages(services: AppServices, pair: PreferencePai
 # --- audit ------------------------------------------------------------------------------------------------------
 
 
-def test_audit_records_linked_twins(biased_services: AppServices, pair: PreferencePair) -> None:
-    result = biased_services.audit(pair)
+def test_audit_records_linked_twins(biased_services: Services, pair: PreferencePair) -> None:
+    result = biased_services.audit.audit(pair)
     assert result.agree is False  # the biased judge picks "Response 1" in both orders
-    original = biased_services.open(result.original.judgment_id)
+    original = biased_services.judging.open(result.original.judgment_id)
     assert original.twin_id == result.swapped.judgment_id
-    assert biased_services.open(result.swapped.judgment_id).swapped
+    assert biased_services.judging.open(result.swapped.judgment_id).swapped
 
 
-def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServices) -> None:
-    biased_services.add_demo_pairs(6)
+def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: Services) -> None:
+    biased_services.judging.add_demo_pairs(6)
     seen: list[float] = []
-    report = biased_services.batch_audit(biased_services.demo_source(), sample=5, seed=1,
+    report = biased_services.audit.batch_audit(biased_services.judging.demo_source(), sample=5, seed=1,
                                          progress=lambda e: seen.append(e.fraction))
     total = report.subsets[-1]
     assert total.subset == "all" and total.pairs == 5
@@ -259,13 +263,13 @@ def test_batch_audit_reports_per_subset_and_lists_flips(biased_services: AppServ
     assert len(report.flipped) == 5
     assert seen[0] == 0.0  # progress shows from the first moment, not after the first batch
     assert seen == sorted(seen) and seen[-1] == 1.0 and {0.4, 0.8} <= set(seen)  # batches of 2 pairs
-    assert {s.subset for s in report.subsets} <= {*biased_services.demo_domain().kinds, "all"}
+    assert {s.subset for s in report.subsets} <= {*biased_services.judging.demo_domain().kinds, "all"}
     flipped = report.flipped[0]
-    assert biased_services.open(flipped.judgment_id).twin_id == flipped.twin_id
+    assert biased_services.judging.open(flipped.judgment_id).twin_id == flipped.twin_id
 
 
-def test_batch_audit_stops_between_batches(biased_services: AppServices) -> None:
-    biased_services.add_demo_pairs(6)
+def test_batch_audit_stops_between_batches(biased_services: Services) -> None:
+    biased_services.judging.add_demo_pairs(6)
     cancel = threading.Event()
 
     def stop_after_first(event: Progress) -> None:
@@ -273,39 +277,39 @@ def test_batch_audit_stops_between_batches(biased_services: AppServices) -> None
             cancel.set()
 
     with pytest.raises(Cancelled):
-        biased_services.batch_audit(biased_services.demo_source(), cancel=cancel, progress=stop_after_first)
-    assert biased_services.store.counts()["judgments"] == 4  # the first batch (2 pairs x 2 orders) only
+        biased_services.audit.batch_audit(biased_services.judging.demo_source(), cancel=cancel, progress=stop_after_first)
+    assert biased_services.runtime.store.counts()["judgments"] == 4  # the first batch (2 pairs x 2 orders) only
 
 
-def test_batch_audit_needs_pairs(services: AppServices) -> None:
+def test_batch_audit_needs_pairs(services: Services) -> None:
     with pytest.raises(InputError, match="pick a data set"):
-        services.batch_audit("")
+        services.audit.batch_audit("")
     with pytest.raises(InputError, match="has no pairs"):
-        services.batch_audit("nothing-here")
+        services.audit.batch_audit("nothing-here")
 
 
 # --- review and corrections -------------------------------------------------------------------------------------
 
 
-def test_two_reviewers_get_different_items(services: AppServices) -> None:
-    services.add_demo_pairs(3)
-    for _, p in services.pairs(services.demo_source()):
-        services.judge(p)
-    a = services.next_for_review(reviewer="a")
-    b = services.next_for_review(reviewer="b")
+def test_two_reviewers_get_different_items(services: Services) -> None:
+    services.judging.add_demo_pairs(3)
+    for _, p in services.judging.pairs(services.judging.demo_source()):
+        services.judging.judge(p)
+    a = services.review.next_for_review(reviewer="a")
+    b = services.review.next_for_review(reviewer="b")
     assert a is not None and b is not None
     assert a.stored.id != b.stored.id
-    again = services.next_for_review(reviewer="a")
+    again = services.review.next_for_review(reviewer="a")
     assert again is not None and again.stored.id == a.stored.id  # a still holds its item
 
 
-def test_review_skips_and_empties(services: AppServices, pair: PreferencePair) -> None:
-    jid = services.judge(pair).judgment_id
-    assert services.next_for_review(reviewer="a", skip=[jid]) is None
-    item = services.next_for_review(reviewer="a")
+def test_review_skips_and_empties(services: Services, pair: PreferencePair) -> None:
+    jid = services.judging.judge(pair).judgment_id
+    assert services.review.next_for_review(reviewer="a", skip=[jid]) is None
+    item = services.review.next_for_review(reviewer="a")
     assert item is not None and item.stored.id == jid and item.correction is None
-    services.correct(jid, verdict=1, author="ana")
-    assert services.next_for_review(reviewer="a") is None  # corrected judgments leave the queue
+    services.review.correct(jid, verdict=1, author="ana")
+    assert services.review.next_for_review(reviewer="a") is None  # corrected judgments leave the queue
 
 
 def test_leases_expire() -> None:
@@ -314,42 +318,42 @@ def test_leases_expire() -> None:
     assert leases.take(1, "b")  # a's lease has lapsed
 
 
-def test_correction_derives_examples_and_editing_replaces_them(services: AppServices, pair: PreferencePair) -> None:
-    stored = services.open(services.judge(pair).judgment_id)
+def test_correction_derives_examples_and_editing_replaces_them(services: Services, pair: PreferencePair) -> None:
+    stored = services.judging.open(services.judging.judge(pair).judgment_id)
     rollouts = stored.judgment.rollouts
     right = [k for k, r in enumerate(rollouts) if r.prediction == 1 and r.analysis]
     wrong = [k for k, r in enumerate(rollouts) if r.prediction == 2 and r.analysis]
     assert right and wrong, "the scripted judge gives both verdicts"
-    record = services.correct(stored.id, verdict=1, author="ana", note="first", marks={right[0]: "right"})
+    record = services.review.correct(stored.id, verdict=1, author="ana", note="first", marks={right[0]: "right"})
     assert len(record.preference_example_ids) == 1 and record.reflection_pair_ids
-    rows = services.browse("reflection")
+    rows = services.curation.browse("reflection")
     assert {r.id for r in rows} == set(record.reflection_pair_ids)
     texts = {r.analysis for r in rollouts}
     assert all(row.critique_1 in texts and row.critique_2 in texts for row in rows)
     assert all(row.human_verdict == 1 and row.judge_verdict == stored.judgment.verdict for row in rows)
-    edited = services.correct(stored.id, verdict=2, author="ben", note="second")
+    edited = services.review.correct(stored.id, verdict=2, author="ben", note="second")
     assert edited.id == record.id and edited.revision == 2 and edited.verdict == 2
-    assert services.browse("preference")[0].label == 2
+    assert services.curation.browse("preference")[0].label == 2
 
 
-def test_correct_rejects_bad_input(services: AppServices, pair: PreferencePair) -> None:
-    jid = services.judge(pair).judgment_id
+def test_correct_rejects_bad_input(services: Services, pair: PreferencePair) -> None:
+    jid = services.judging.judge(pair).judgment_id
     with pytest.raises(InputError, match="verdict must be 1 or 2"):
-        services.correct(jid, verdict=3, author="a")  # type: ignore[arg-type]
+        services.review.correct(jid, verdict=3, author="a")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="no such analysis"):
-        services.correct(jid, verdict=1, author="a", marks={42: "right"})
+        services.review.correct(jid, verdict=1, author="a", marks={42: "right"})
     with pytest.raises(InputError, match="does not exist"):
-        services.correct(jid + 100, verdict=1, author="a")
+        services.review.correct(jid + 100, verdict=1, author="a")
 
 
-def test_concurrent_corrections_of_different_items_lose_nothing(services: AppServices) -> None:
-    services.add_demo_pairs(6)
-    ids = [services.judge(p).judgment_id for _, p in services.pairs(services.demo_source())]
+def test_concurrent_corrections_of_different_items_lose_nothing(services: Services) -> None:
+    services.judging.add_demo_pairs(6)
+    ids = [services.judging.judge(p).judgment_id for _, p in services.judging.pairs(services.judging.demo_source())]
     errors: list[BaseException] = []
 
     def correct(jid: int, verdict: int) -> None:
         try:
-            services.correct(jid, verdict=verdict, author=f"r{jid}")
+            services.review.correct(jid, verdict=verdict, author=f"r{jid}")
         except BaseException as exc:  # noqa: BLE001 - collected for the assertion
             errors.append(exc)
 
@@ -359,7 +363,7 @@ def test_concurrent_corrections_of_different_items_lose_nothing(services: AppSer
     for t in threads:
         t.join()
     assert not errors
-    got = {c.judgment_id: c.verdict for c in services.store.corrections()}
+    got = {c.judgment_id: c.verdict for c in services.runtime.store.corrections()}
     assert got == {jid: 1 + k % 2 for k, jid in enumerate(ids)}
 
 
@@ -367,9 +371,9 @@ def test_concurrent_corrections_of_different_items_lose_nothing(services: AppSer
 
 
 @pytest.fixture
-def corrected(services: AppServices, pair: PreferencePair) -> int:
-    jid = services.judge(pair).judgment_id
-    return services.correct(jid, verdict=1, author="ana").id
+def corrected(services: Services, pair: PreferencePair) -> int:
+    jid = services.judging.judge(pair).judgment_id
+    return services.review.correct(jid, verdict=1, author="ana").id
 
 
 @pytest.mark.parametrize(
@@ -385,42 +389,42 @@ def corrected(services: AppServices, pair: PreferencePair) -> int:
         pytest.param(ExampleFilter(until=__import__("datetime").date(2000, 1, 1)), False, id="date"),
     ],
 )
-def test_browse_filters(services: AppServices, corrected: int, filters: ExampleFilter, kept: bool) -> None:
-    assert bool(services.browse("preference", filters)) is kept
+def test_browse_filters(services: Services, corrected: int, filters: ExampleFilter, kept: bool) -> None:
+    assert bool(services.curation.browse("preference", filters)) is kept
 
 
-def test_browse_agreement_filter(services: AppServices, corrected: int) -> None:
-    [row] = services.browse("preference")
+def test_browse_agreement_filter(services: Services, corrected: int) -> None:
+    [row] = services.curation.browse("preference")
     agrees = row.judge_verdict == 1
-    assert bool(services.browse("preference", ExampleFilter(agreement="agrees"))) is agrees
-    assert bool(services.browse("preference", ExampleFilter(agreement="disagrees"))) is not agrees
+    assert bool(services.curation.browse("preference", ExampleFilter(agreement="agrees"))) is agrees
+    assert bool(services.curation.browse("preference", ExampleFilter(agreement="disagrees"))) is not agrees
 
 
-def test_exclude_restore_snapshot_export(services: AppServices, corrected: int, tmp_path: Path) -> None:
-    [row] = services.browse("preference")
-    assert services.set_excluded("preference", [row.id], excluded=True) == 1
-    assert services.mix().preference == 0
-    assert services.browse("preference", ExampleFilter(states=("excluded",)))[0].state == "excluded"
-    assert services.set_excluded("preference", [row.id], excluded=False) == 1
-    snap = services.snapshot("  first  ", note="n")
+def test_exclude_restore_snapshot_export(services: Services, corrected: int, tmp_path: Path) -> None:
+    [row] = services.curation.browse("preference")
+    assert services.curation.set_excluded("preference", [row.id], excluded=True) == 1
+    assert services.curation.mix().preference == 0
+    assert services.curation.browse("preference", ExampleFilter(states=("excluded",)))[0].state == "excluded"
+    assert services.curation.set_excluded("preference", [row.id], excluded=False) == 1
+    snap = services.curation.snapshot("  first  ", note="n")
     assert snap.name == "first" and snap.num_preference == 1
-    out = services.export("training", fmt="jsonl", snapshot="first")
+    out = services.curation.export("training", fmt="jsonl", snapshot="first")
     lines = out.read_text().splitlines()
     assert len(lines) == snap.num_preference + snap.num_reflection
-    assert services.export("training", fmt="hf").suffix == ".zip"
+    assert services.curation.export("training", fmt="hf").suffix == ".zip"
     with pytest.raises(InputError, match="no examples"):
-        services.set_excluded("preference", [], excluded=True)
+        services.curation.set_excluded("preference", [], excluded=True)
 
 
 # --- history ----------------------------------------------------------------------------------------------------
 
 
-def test_history_is_newest_first_and_searchable(services: AppServices, pair: PreferencePair) -> None:
-    first = services.judge(pair).judgment_id
+def test_history_is_newest_first_and_searchable(services: Services, pair: PreferencePair) -> None:
+    first = services.judging.judge(pair).judgment_id
     other = PreferencePair.from_query("What is 9 * 12?", "108", "118", label=1, source="tests")
-    second = services.judge(other).judgment_id
-    assert [s.id for s in services.history()] == [second, first]
-    assert [s.id for s in services.history(search="9 * 12")] == [second]
+    second = services.judging.judge(other).judgment_id
+    assert [s.id for s in services.history.history()] == [second, first]
+    assert [s.id for s in services.history.history(search="9 * 12")] == [second]
 
 
 def test_the_model_is_warmed_up_once_before_first_use(scripted_backend: ScriptedBackend) -> None:

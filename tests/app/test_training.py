@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm_app.records import RunView, TrainRequest
+from reflectrm_app.records import TrainingRunView, TrainRequest
 from reflectrm_app.resources import ModelHolder
-from reflectrm_app.services import AppServices
-from reflectrm_app.training import default_runs_dir, slug, train_config
+from reflectrm_app.services import Services
+from reflectrm_app.services.runtime import default_runs_dir
+from reflectrm_app.services.training import slug, train_config
 from reflectrm_app.settings import AppSettings
 from reflectrm.backends import ScriptedBackend
 from reflectrm.demo import DEMO_MODEL_DIR
@@ -41,7 +42,7 @@ def request(snapshot: str = "s1", **changes: object) -> TrainRequest:
                                      **changes})
 
 
-def open_services(db: str, runs: Path) -> AppServices:
+def open_services(db: str, runs: Path) -> Services:
     """The app's services as `reflectrm app` builds them (a restart is a second call)."""
     return make_services(db, ScriptedBackend(scripted_output), runs_dir=runs, device="cpu", cpu_threads=1)
 
@@ -52,15 +53,15 @@ def paths(tmp_path: Path) -> tuple[str, Path]:
 
 
 @pytest.fixture
-def train_services(paths: tuple[str, Path]) -> Iterator[AppServices]:
+def train_services(paths: tuple[str, Path]) -> Iterator[Services]:
     """Services over a store holding snapshots "empty" (taken first) and "s1": corrected demo-arithmetic
     judgments (scripted judge)."""
     services = open_services(*paths)
-    services.snapshot("empty")
+    services.curation.snapshot("empty")
     for pair in make_pairs(8, seed=7, source="demo-arith"):
-        result = services.judge(pair)
-        services.correct(result.judgment_id, verdict=pair.label, author="tester")
-    services.snapshot("s1")
+        result = services.judging.judge(pair)
+        services.review.correct(result.judgment_id, verdict=pair.label, author="tester")
+    services.curation.snapshot("s1")
     yield services
     for run in services.training.runs():  # nothing outlives a test
         if run.active:
@@ -69,7 +70,7 @@ def train_services(paths: tuple[str, Path]) -> Iterator[AppServices]:
     services.close()
 
 
-def wait_for(services: AppServices, run_id: int, done, timeout_s: float = 300) -> RunView:  # noqa: ANN001
+def wait_for(services: Services, run_id: int, done, timeout_s: float = 300) -> TrainingRunView:  # noqa: ANN001
     """Watch a run (as the tab's timer does) until `done(view)`; returns that view."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -80,7 +81,7 @@ def wait_for(services: AppServices, run_id: int, done, timeout_s: float = 300) -
         time.sleep(0.5)
 
 
-def finished(view: RunView) -> bool:
+def finished(view: TrainingRunView) -> bool:
     return view.progress.finished
 
 
@@ -129,7 +130,7 @@ def test_the_form_offers_the_paper_s_settings_for_a_model_that_is_not_the_demo_j
         assert (d.base_model, d.config.max_steps, d.config.gradient_checkpointing) == ("Qwen/Qwen3-4B", 100, True)
         assert (d.config.learning_rate, d.config.batch_size, d.config.num_generations, d.config.save_steps) == \
             (paper.learning_rate, paper.batch_size, paper.num_generations, paper.save_steps)
-        assert d.config.max_completion_length == services.settings.judge.max_new_tokens
+        assert d.config.max_completion_length == services.runtime.settings.judge.max_new_tokens
     finally:
         services.close()
 
@@ -156,22 +157,22 @@ def test_the_form_offers_the_paper_s_settings_for_a_model_that_is_not_the_demo_j
         pytest.param({"precision": "fp8"}, InputError, "precision must be one of auto, bf16, fp32", id="precision"),
     ],
 )
-def test_bad_requests_are_refused_and_nothing_is_recorded(train_services: AppServices, paths, changes: dict,
+def test_bad_requests_are_refused_and_nothing_is_recorded(train_services: Services, paths, changes: dict,
                                                          error: type, fragment: str) -> None:
     with pytest.raises(error, match=fragment):
         train_services.training.start(request(**changes))
-    assert train_services.store.training_runs() == []
+    assert train_services.runtime.store.training_runs() == []
     assert not paths[1].exists() or not any(p.name.startswith("run-") for p in paths[1].iterdir())
 
 
-def _fake_run(services: AppServices, runs: Path, *, pid: int, state: str = "running", step: int = 3) -> int:
+def _fake_run(services: Services, runs: Path, *, pid: int, state: str = "running", step: int = 3) -> int:
     """A run folder and row as a worker leaves them (no worker: `pid` says whether its process lives)."""
     run_dir = runs / f"fake-{pid}-{state}"
     run_dir.mkdir(parents=True)
     (run_dir / "run.json").write_text(json.dumps({"data": "", "model": "demo", "config": {"max_steps": 10}}))
     RunFiles(run_dir).update_status(state=state, pid=pid, pid_start=process_start(pid), step=step, total_steps=10,
                                     started_unix=time.time())
-    run = services.store.add_training_run(snapshot_id=None, base_model="demo", run_dir=str(run_dir),
+    run = services.runtime.store.add_training_run(snapshot_id=None, base_model="demo", run_dir=str(run_dir),
                                           config={"max_steps": 10}, status=state)
     return run.id
 
@@ -197,10 +198,10 @@ def test_restarting_the_app_marks_runs_whose_process_is_gone_interrupted(paths) 
     # (the row still says running: nobody watched the run since its process went away)
     restarted = open_services(*paths)
     try:
-        run = restarted.store.training_run(dead)
+        run = restarted.runtime.store.training_run(dead)
         assert (run.status, run.step, run.finished_at is not None) == ("interrupted", 3, True)
         assert RunFiles(Path(run.run_dir)).read_status()["state"] == "interrupted"
-        assert restarted.store.training_run(finished_run).status == "completed"
+        assert restarted.runtime.store.training_run(finished_run).status == "completed"
         with pytest.raises(InputError, match="is interrupted, not running"):
             restarted.training.cancel(dead)
     finally:
@@ -218,7 +219,7 @@ def test_resume_says_where_it_starts(paths, checkpoints: tuple[int, ...], said: 
     try:
         run_id = _fake_run(services, paths[1], pid=_dead_pid(), state="cancelled", step=max(checkpoints, default=0))
         for step in checkpoints:
-            folder = Path(services.store.training_run(run_id).run_dir) / f"checkpoint-{step}"
+            folder = Path(services.runtime.store.training_run(run_id).run_dir) / f"checkpoint-{step}"
             folder.mkdir()
             (folder / "trainer_state.json").write_text("{}")
             (folder / "config.json").write_text("{}")
@@ -251,7 +252,7 @@ class _LaunchedWorker:
 def test_resume_from_the_form_keeps_a_stopped_runs_own_plan(
     paths, monkeypatch: pytest.MonkeyPatch, state: str, form_steps: int, asked: int | str | None, planned: int,
 ) -> None:
-    from reflectrm_app import training as training_module
+    from reflectrm_app.services import training as training_module
 
     launched = _LaunchedWorker()
     monkeypatch.setattr(training_module.jobs, "resume_run", launched)
@@ -266,7 +267,7 @@ def test_resume_from_the_form_keeps_a_stopped_runs_own_plan(
             run = services.training.resume_from_form(run_id, form_steps=form_steps)
             assert launched.max_steps == [asked]
             assert run.config["max_steps"] == planned
-        assert services.store.training_run(run_id).config["max_steps"] == planned
+        assert services.runtime.store.training_run(run_id).config["max_steps"] == planned
     finally:
         services.close()
 
@@ -315,7 +316,7 @@ def test_switching_the_judge_is_atomic_and_a_failed_load_changes_nothing() -> No
 
 
 @pytest.mark.slow
-def test_a_run_trains_is_recorded_and_its_checkpoint_becomes_the_judge(train_services: AppServices) -> None:
+def test_a_run_trains_is_recorded_and_its_checkpoint_becomes_the_judge(train_services: Services) -> None:
     services = train_services
     run = services.training.start(request())
     assert (run.status, run.snapshot_name, run.config["max_steps"]) == ("starting", "s1", 2)
@@ -326,27 +327,27 @@ def test_a_run_trains_is_recorded_and_its_checkpoint_becomes_the_judge(train_ser
     assert p.completions and {c["task"] for c in p.completions} <= {"response", "analysis"}
     assert [(c.step, c.final) for c in p.checkpoints] == [(2, False), (2, True)]
 
-    stored = services.store.training_run(run.id)
+    stored = services.runtime.store.training_run(run.id)
     assert (stored.status, stored.step, stored.total_steps) == ("completed", 2, 2)
     assert stored.output_model == str(Path(run.run_dir) / "final") and stored.finished_at is not None
     assert stored.metrics["logged_steps"] == 2 and stored.metrics["loss"] == p.loss[-1][1]
     assert "completed at step 2" in stored.log_tail
 
     checkpoint = str(p.checkpoints[0].path)
-    assert services.use_judge(run.id, checkpoint) == checkpoint
-    assert services.active_judge() == checkpoint == services.model.get().model_id
-    judged = services.judge(make_pairs(1, seed=99)[0], strategy="greedy")
+    assert services.runtime.use_judge(services.training.checkpoint(run.id, checkpoint).path) == checkpoint
+    assert services.runtime.active_judge() == checkpoint == services.runtime.model.get().model_id
+    judged = services.judging.judge(make_pairs(1, seed=99)[0], strategy="greedy")
     assert judged.judgment.model == checkpoint and judged.judgment.rollouts[0].num_tokens > 0
     assert services.training.defaults().base_model == checkpoint  # the next run starts from the new judge
 
     with pytest.raises(InputError, match="is not a checkpoint of run"):
-        services.use_judge(run.id, str(DEMO_MODEL_DIR))
+        services.training.checkpoint(run.id, str(DEMO_MODEL_DIR))
     with pytest.raises(InputError, match="completed all its 2 steps: set max steps above 2"):
         services.training.resume(run.id, max_steps=2)
 
 
 @pytest.mark.slow
-def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_services: AppServices, paths) -> None:
+def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_services: Services, paths) -> None:
     services = train_services
     run = services.training.start(request(max_steps=40, save_steps=1))
     view = wait_for(services, run.id, lambda v: v.progress.step >= 1 or v.progress.finished)
@@ -354,7 +355,7 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
     view = wait_for(services, run.id, finished, timeout_s=120)
     assert view.progress.state == "cancelled", view.progress.log_tail
     at = view.progress.step
-    assert services.store.training_run(run.id).status == "cancelled"
+    assert services.runtime.store.training_run(run.id).status == "cancelled"
     assert view.checkpoints[-1].step == at
 
     services.training.resume(run.id)
@@ -364,18 +365,18 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
     os.kill(pid, signal.SIGKILL)  # the machine went down with the app: nobody records an end
     os.waitpid(pid, 0)
     services.close()
-    assert services.store.training_run(run.id).status == "running"
+    assert services.runtime.store.training_run(run.id).status == "running"
 
     restarted = open_services(*paths)
     try:
-        assert restarted.store.training_run(run.id).status == "interrupted"
+        assert restarted.runtime.store.training_run(run.id).status == "interrupted"
         last = restarted.training.watch(run.id).checkpoints[-1].step
         assert last >= at
         restarted.training.resume(run.id, max_steps=last + 1)
         view = wait_for(restarted, run.id, finished)
         assert view.progress.state == "completed", view.progress.log_tail
         assert view.progress.step == last + 1 and view.checkpoints[-1].final
-        stored = restarted.store.training_run(run.id)
+        stored = restarted.runtime.store.training_run(run.id)
         assert (stored.status, stored.step, stored.config["max_steps"]) == ("completed", last + 1, last + 1)
         log = (Path(run.run_dir) / "train.log").read_text()
         assert log.count(f"resuming from {run.run_dir}/checkpoint-") == 2
@@ -384,20 +385,20 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
 
 
 @pytest.mark.slow
-def test_a_crashed_run_is_failed_with_its_log(train_services: AppServices, tmp_path: Path) -> None:
+def test_a_crashed_run_is_failed_with_its_log(train_services: Services, tmp_path: Path) -> None:
     import shutil
 
     # every file a model folder needs, so the start passes its checks, but weights that are not safetensors: the
     # worker crashes loading them (a folder without a model_type is now refused before a worker starts); a base
     # model typed as a path lies in the data folder
-    not_a_model = train_services.data_root / "not-a-model"
+    not_a_model = train_services.runtime.data_root / "not-a-model"
     not_a_model.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(DEMO_MODEL_DIR, not_a_model)
     (not_a_model / "model.safetensors").write_bytes(bytes(range(256)) * 64)
     run = train_services.training.start(request(base_model=str(not_a_model)))
     view = wait_for(train_services, run.id, finished, timeout_s=180)
     assert view.progress.state == "failed"
-    stored = train_services.store.training_run(run.id)
+    stored = train_services.runtime.store.training_run(run.id)
     assert stored.status == "failed" and stored.error and stored.finished_at is not None
     assert "Traceback" in stored.log_tail and stored.output_model == ""
     assert stored.error.split(":")[0] in stored.log_tail  # the exception the log shows is the one recorded

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm_app.services import AppServices
-from reflectrm_app.training import DATA_FOLDER
+from reflectrm_app.services import Services
+from reflectrm_app.services.training import DATA_FOLDER
 from reflectrm.core import prompts
 from reflectrm.demo.tasks import make_pairs
 from reflectrm.training.data import read_examples, snapshot_hash
@@ -22,16 +22,16 @@ from tests.app.test_training import open_services
 def services(tmp_path: Path):
     services = open_services(f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "runs")
     for p in make_pairs(2, seed=7, source="demo-arith"):
-        result = services.judge(p)
-        services.correct(result.judgment_id, verdict=p.label, author="tester")
-    services.snapshot("s1")
+        result = services.judging.judge(p)
+        services.review.correct(result.judgment_id, verdict=p.label, author="tester")
+    services.curation.snapshot("s1")
     yield services
     services.close()
 
 
-def test_an_export_is_reused_only_while_its_rows_are_the_same(services: AppServices, monkeypatch):
+def test_an_export_is_reused_only_while_its_rows_are_the_same(services: Services, monkeypatch):
     training = services.training
-    snapshot = {s.name: s for s in services.snapshots()}["s1"]
+    snapshot = {s.name: s for s in services.curation.snapshots()}["s1"]
     first = training._snapshot_data(snapshot)
     assert snapshot_hash(first) == snapshot.content_hash and first.name.endswith(snapshot.content_hash[:12])
     assert training._snapshot_data(snapshot) == first  # same rows: the folder is reused

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from reflectrm_app.ui import views
-from reflectrm_app.services import AppServices
-from reflectrm_app.training import plan_mix
+from reflectrm_app.services import Services
+from reflectrm_app.services.training import plan_mix
 from reflectrm.demo import DEMO_MODEL_DIR
 from reflectrm.errors import InputError
 from reflectrm.training import jobs
@@ -30,14 +30,14 @@ def services(tmp_path: Path):
 
     services = open_services(f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "runs")
     for p in make_pairs(8, seed=7, source="demo-arith"):
-        result = services.judge(p)
-        services.correct(result.judgment_id, verdict=p.label, author="tester")
-    services.snapshot("s1")
+        result = services.judging.judge(p)
+        services.review.correct(result.judgment_id, verdict=p.label, author="tester")
+    services.curation.snapshot("s1")
     yield services
     services.close()
 
 
-def _start(services: AppServices, monkeypatch, **changes) -> tuple[Path, dict]:
+def _start(services: Services, monkeypatch, **changes) -> tuple[Path, dict]:
     """Start a run as the tab does, stopped where the worker would start: the data folder and the stored config."""
     given: list[Path] = []
 
@@ -55,8 +55,8 @@ def _kinds(folder: Path) -> Counter:
     return Counter(e.task.value for e in read_examples(folder))
 
 
-def test_the_default_run_trains_on_4_to_1_and_as_is_keeps_every_row(services: AppServices, monkeypatch) -> None:
-    snapshot = {s.name: s for s in services.snapshots()}["s1"]
+def test_the_default_run_trains_on_4_to_1_and_as_is_keeps_every_row(services: Services, monkeypatch) -> None:
+    snapshot = {s.name: s for s in services.curation.snapshots()}["s1"]
     assert snapshot.num_preference == 8 and snapshot.num_reflection > 2  # corrections alone: far below 4:1
 
     data, config = _start(services, monkeypatch)
@@ -76,16 +76,16 @@ def test_the_default_run_trains_on_4_to_1_and_as_is_keeps_every_row(services: Ap
     assert _kinds(other) == kinds and other != data
 
 
-def test_the_tab_is_told_what_each_mix_keeps(services: AppServices) -> None:
-    snapshot = {s.name: s for s in services.snapshots()}["s1"]
+def test_the_tab_is_told_what_each_mix_keeps(services: Services) -> None:
+    snapshot = {s.name: s for s in services.curation.snapshots()}["s1"]
     paper = services.training.data_mix("s1")
     assert (paper.kept_preference, paper.kept_reflection) == (8, 2) and paper.cut == snapshot.num_reflection - 2
     as_is = services.training.data_mix("s1", "as_is")
     assert (as_is.kept_preference, as_is.kept_reflection, as_is.cut) == (8, snapshot.num_reflection, 0)
     assert services.training.data_mix("no-such") is None
-    text = views.snapshot_mix_text(services.snapshots(), "s1", paper)
+    text = views.snapshot_mix_text(services.curation.snapshots(), "s1", paper)
     assert "**The run will train on 8 preference example(s) and 2 reflection pair(s)** (" in text
-    assert "train on 8 preference example(s) and" not in views.snapshot_mix_text(services.snapshots(), "s1")
+    assert "train on 8 preference example(s) and" not in views.snapshot_mix_text(services.curation.snapshots(), "s1")
 
 
 @pytest.mark.parametrize(("counts", "kept"), [
@@ -105,13 +105,13 @@ def test_an_unknown_mix_is_refused_in_one_line() -> None:
 
 
 def test_too_few_preference_examples_are_made_up_with_replay_from_the_judges_own_rollouts(
-        services: AppServices, monkeypatch) -> None:
+        services: Services, monkeypatch) -> None:
     from reflectrm.demo.tasks import make_pairs
 
-    snapshot = {s.name: s for s in services.snapshots()}["s1"]
+    snapshot = {s.name: s for s in services.curation.snapshots()}["s1"]
     held = {e.pair_id for e in read_examples(_start(services, monkeypatch, mix="as_is")[0])}
     for p in make_pairs(12, seed=11, source="demo-arith-more"):  # judged, never corrected: the judge's rollouts
-        services.judge(p)
+        services.judging.judge(p)
     pool = services.training.replay_pool(snapshot)
     assert pool and not {e.pair_id for e in pool} & held  # never a pair the snapshot already holds
 
@@ -140,10 +140,10 @@ def test_replay_skips_easy_items_and_greedy_judgments(tmp_path: Path) -> None:
     services = make_services(f"sqlite:///{tmp_path / 'app.db'}", backend, runs_dir=tmp_path / "runs", device="cpu",
                              cpu_threads=1)
     try:
-        empty = services.snapshot("empty")
+        empty = services.curation.snapshot("empty")
         for p in [*make_pairs(3, prefix="easy", label=1), *make_pairs(3, prefix="hard", label=2)]:
-            services.judge(p)
-        services.judge(make_pairs(1, prefix="greedy", label=2)[0], strategy="greedy")
+            services.judging.judge(p)
+        services.judging.judge(make_pairs(1, prefix="greedy", label=2)[0], strategy="greedy")
         assert sorted(e.pair_id for e in services.training.replay_pool(empty)) == ["hard-0", "hard-1", "hard-2"]
     finally:
         services.close()
@@ -154,7 +154,6 @@ def test_replay_never_takes_a_conversation_an_evaluation_run_measured(tmp_path: 
     from another data set: training on them would inflate what the evaluation measured."""
     import threading
 
-    from reflectrm_app.evaluation import EvaluationService
     from reflectrm.backends import ScriptedBackend
     from reflectrm.backends.base import Completion
     from reflectrm.core.types import PreferencePair
@@ -166,16 +165,16 @@ def test_replay_never_takes_a_conversation_an_evaluation_run_measured(tmp_path: 
     services = make_services(f"sqlite:///{tmp_path / 'app.db'}", backend, runs_dir=tmp_path / "runs", device="cpu",
                              cpu_threads=1)
     try:
-        empty = services.snapshot("empty")
+        empty = services.curation.snapshot("empty")
         measured = make_pairs(3, prefix="heldout", label=2)  # all wrong for this judge: replayable but for the run
-        services.store.add_pairs(measured)
-        evaluation = EvaluationService(services)
+        services.runtime.store.add_pairs(measured)
+        evaluation = services.evaluation
         evaluation.run(evaluation.request("data set: tests", strategies=("majority",)), cancel=threading.Event())
         again = PreferencePair.from_query(measured[0].query, measured[0].response_1, measured[0].response_2,
                                           label=2, id="copy", source="elsewhere")
-        services.judge(again)
+        services.judging.judge(again)
         for p in make_pairs(2, prefix="free", label=2):
-            services.judge(p)
+            services.judging.judge(p)
         assert sorted(e.pair_id for e in services.training.replay_pool(empty)) == ["free-0", "free-1"]
     finally:
         services.close()

@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 
 from reflectrm_app.cli import build_parser
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
 from reflectrm_app.ui.blocks import build_app
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
 
-def test_named_api_endpoints_have_plain_names(services: AppServices) -> None:
+def test_named_api_endpoints_have_plain_names(services: Services) -> None:
     demo = build_app(services)
     public = {d["api_name"] for d in demo.config["dependencies"] if d.get("api_visibility") == "public"}
     assert public == {"judge", "audit", "correct", "rejudge"}
 
 
-def test_seven_tabs(services: AppServices) -> None:
+def test_seven_tabs(services: Services) -> None:
     demo = build_app(services)
     labels = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
     assert labels == ["Judge", "Audit", "Review queue", "Curate", "History", "Train", "Evaluate"]
@@ -61,7 +61,7 @@ def test_no_module_level_mutable_state() -> None:
     # Gradio shares module globals between all users: constants only (tuples, strings, frozen mappings), in every
     # module of the app, a new one included
     modules = sorted(APP.rglob("*.py"))
-    assert {"services.py", "blocks.py", "judge.py"} <= {p.name for p in modules}
+    assert {"runtime.py", "blocks.py", "judge.py"} <= {p.name for p in modules}
     found = [m for path in modules for m in _module_level_mutables(path)]
     assert found == []
 
@@ -87,7 +87,7 @@ def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
     assert len((APP / "ui" / "blocks.py").read_text().splitlines()) < 150
 
 
-def test_long_actions_show_one_progress_display_on_their_status_line(services: AppServices) -> None:
+def test_long_actions_show_one_progress_display_on_their_status_line(services: Services) -> None:
     demo = build_app(services)
     elem = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
     trigger = {d["id"]: elem.get(d["targets"][0][0]) for d in demo.config["dependencies"] if d["targets"]}
@@ -100,14 +100,14 @@ def test_long_actions_show_one_progress_display_on_their_status_line(services: A
     assert shown_on["eval-run"] == ["eval-status"] and shown_on["eval-resume"] == ["eval-status"]
 
 
-def test_curate_names_its_empty_choice(services: AppServices) -> None:
+def test_curate_names_its_empty_choice(services: Services) -> None:
     demo = build_app(services)
     [source] = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "curate-source"]
     # an empty label rendered as a bare tick mark
     assert [list(choice) for choice in source["props"]["choices"]][0] == ["any source", ""]
 
 
-def test_curates_long_cells_wrap_instead_of_being_cut_off(services: AppServices) -> None:
+def test_curates_long_cells_wrap_instead_of_being_cut_off(services: Services) -> None:
     from reflectrm_app.ui.blocks import CSS
 
     demo = build_app(services)
@@ -117,7 +117,7 @@ def test_curates_long_cells_wrap_instead_of_being_cut_off(services: AppServices)
     assert rules and not any("nowrap" in line for line in rules)  # the contested text was cut at the cell's edge
 
 
-def test_a_keyboard_user_snapshots_with_enter_in_the_name_field(services: AppServices) -> None:
+def test_a_keyboard_user_snapshots_with_enter_in_the_name_field(services: Services) -> None:
     demo = build_app(services)
     elem = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
     triggers = {(elem.get(target), event) for d in demo.config["dependencies"] for target, event in d["targets"]}

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from reflectrm_app.services import AppServices
+from reflectrm_app.services import Services
 from reflectrm_app.settings import load_settings, parse_auth
 from reflectrm_app.ui import views
 from reflectrm_app.ui.views import anatomy_html, audit_frames, confidence_frame, esc, examples_frame, verdict_line
@@ -33,9 +33,9 @@ def test_esc_leaves_no_markup_or_template_syntax(text: str) -> None:
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-def test_anatomy_shows_hostile_responses_and_outputs_as_text(services: AppServices, text: str) -> None:
+def test_anatomy_shows_hostile_responses_and_outputs_as_text(services: Services, text: str) -> None:
     pair = PreferencePair.from_query(f"Is this safe? {text}", text, f"plain {text}", label=1)
-    result = services.judge(pair)
+    result = services.judging.judge(pair)
     page = anatomy_html(result, title=text)
     # the only tags are the ones the view writes itself
     tags = set(re.findall(r"<\s*([a-zA-Z0-9]+)", page))
@@ -45,9 +45,9 @@ def test_anatomy_shows_hostile_responses_and_outputs_as_text(services: AppServic
     assert "${" not in page and "{{" not in page and "`" not in page
 
 
-def test_anatomy_marks_the_anchor_the_winners_and_eight_cards(services: AppServices) -> None:
+def test_anatomy_marks_the_anchor_the_winners_and_eight_cards(services: Services) -> None:
     pair = PreferencePair.from_query("What is 47 + 38?", "85", "75", label=1)
-    result = services.judge(pair)
+    result = services.judging.judge(pair)
     j = result.judgment
     page = anatomy_html(result)
     assert page.count('data-testid="analysis-card"') == 8
@@ -59,25 +59,25 @@ def test_anatomy_marks_the_anchor_the_winners_and_eight_cards(services: AppServi
     assert verdict_line(j) in page or "ABSTAIN" in page
 
 
-def test_reaggregated_view_says_nothing_was_regenerated(services: AppServices) -> None:
+def test_reaggregated_view_says_nothing_was_regenerated(services: Services) -> None:
     pair = PreferencePair.from_query("What is 47 + 38?", "85", "75")
-    jid = services.judge(pair).judgment_id
-    page = anatomy_html(services.reaggregate(jid, "majority"))
+    jid = services.judging.judge(pair).judgment_id
+    page = anatomy_html(services.judging.reaggregate(jid, "majority"))
     assert "nothing regenerated" in page and "the record keeps strategy reflectrm" in page
 
 
-def test_confidence_frame_leaves_out_minus_infinity(services: AppServices) -> None:
-    j = services.judge(PreferencePair.from_query("q?", "a", "b")).judgment
+def test_confidence_frame_leaves_out_minus_infinity(services: Services) -> None:
+    j = services.judging.judge(PreferencePair.from_query("q?", "a", "b")).judgment
     frame = confidence_frame(j)
     assert len(frame) == sum(math.isfinite(r.confidence) for r in j.rollouts)
     assert len(frame) < len(j.rollouts), "the scripted judge gives some empty outputs (confidence -inf)"
     assert set(frame["role"]) <= {"anchor", "winner", "sample", "unparseable"}
 
 
-def test_tables_have_their_columns_even_when_empty(services: AppServices) -> None:
+def test_tables_have_their_columns_even_when_empty(services: Services) -> None:
     assert list(examples_frame([]).columns)[:3] == ["id", "state", "source"]
-    services.add_demo_pairs(2)
-    table, chart, flipped = audit_frames(services.batch_audit(services.demo_source()))
+    services.judging.add_demo_pairs(2)
+    table, chart, flipped = audit_frames(services.audit.batch_audit(services.judging.demo_source()))
     assert table["subset"].iloc[-1] == "all"
     assert set(chart["metric"]) <= {"both-orders accuracy", "flip rate", "first-position win rate"}
     assert list(flipped.columns)[:2] == ["judgment", "swapped twin"]
@@ -207,7 +207,7 @@ def _run_view(state: str, **progress: object):
     from datetime import datetime, timezone
     from pathlib import Path
 
-    from reflectrm_app.records import RunView
+    from reflectrm_app.records import TrainingRunView
     from reflectrm_db.records import TrainingRunRecord
     from reflectrm.training.runs import RunProgress
 
@@ -215,7 +215,7 @@ def _run_view(state: str, **progress: object):
     run = TrainingRunRecord(id=3, snapshot_id=1, snapshot_name="s", base_model="m", output_model="", run_dir="/r",
                             config={}, status=state, step=0, total_steps=None, metrics={}, error="", log_tail="",
                             created_at=now, updated_at=now, finished_at=None)
-    return RunView(run=run, progress=RunProgress(run_dir=Path("/r"), state=state, **progress))
+    return TrainingRunView(run=run, progress=RunProgress(run_dir=Path("/r"), state=state, **progress))
 
 
 @pytest.mark.parametrize(

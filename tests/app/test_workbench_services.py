@@ -9,48 +9,50 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm_app.services import MAX_INPUT_CHARS, AppServices, NeedsConfirmation, build_pair
+from reflectrm_app.services import Services
+from reflectrm_app.services.review import NeedsConfirmation
+from reflectrm_app.ui.forms import MAX_INPUT_CHARS, build_pair
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
 
 
-def test_batch_audit_adds_no_pairs_and_repeats_exactly(biased_services: AppServices) -> None:
-    biased_services.add_demo_pairs(8)
-    first = biased_services.batch_audit(biased_services.demo_source(), sample=4, seed=3)
-    assert biased_services.store.counts()["pairs"] == 8  # was 12: each swapped order became a pair of the data set
-    again = biased_services.batch_audit(biased_services.demo_source(), sample=4, seed=3)
+def test_batch_audit_adds_no_pairs_and_repeats_exactly(biased_services: Services) -> None:
+    biased_services.judging.add_demo_pairs(8)
+    first = biased_services.audit.batch_audit(biased_services.judging.demo_source(), sample=4, seed=3)
+    assert biased_services.runtime.store.counts()["pairs"] == 8  # was 12: each swapped order became a pair of the data set
+    again = biased_services.audit.batch_audit(biased_services.judging.demo_source(), sample=4, seed=3)
     assert again.subsets == first.subsets
     assert [f.query for f in again.flipped] == [f.query for f in first.flipped]
-    assert len(biased_services.pairs(biased_services.demo_source())) == 8
+    assert len(biased_services.judging.pairs(biased_services.judging.demo_source())) == 8
 
 
-def test_audit_both_orders_of_a_typed_pair_stores_one_pair(biased_services: AppServices) -> None:
+def test_audit_both_orders_of_a_typed_pair_stores_one_pair(biased_services: Services) -> None:
     pair = build_pair(query="What is 2 + 2?", messages="", response_1="4", response_2="5", label=1)
-    result = biased_services.audit(pair)
-    assert biased_services.store.counts()["pairs"] == 1
-    assert biased_services.open(result.swapped.judgment_id).judgment.pair == pair.swapped()
+    result = biased_services.audit.audit(pair)
+    assert biased_services.runtime.store.counts()["pairs"] == 1
+    assert biased_services.judging.open(result.swapped.judgment_id).judgment.pair == pair.swapped()
 
 
-def test_flipped_items_name_each_order_choice_in_the_original_numbering(biased_services: AppServices) -> None:
-    biased_services.add_demo_pairs(2)
-    [item, *_] = biased_services.batch_audit(biased_services.demo_source()).flipped
+def test_flipped_items_name_each_order_choice_in_the_original_numbering(biased_services: Services) -> None:
+    biased_services.judging.add_demo_pairs(2)
+    [item, *_] = biased_services.audit.batch_audit(biased_services.judging.demo_source()).flipped
     # the biased judge always picks the first-shown answer: the original order picks 1, the swapped order picks
     # its first answer, which is Response 2 of the original order
     assert (item.verdict, item.swapped_verdict) == (1, 2)
 
 
 def test_a_correction_that_contradicts_the_label_asks_first_and_is_marked_contested(
-    services: AppServices, pair: PreferencePair
+    services: Services, pair: PreferencePair
 ) -> None:
-    jid = services.judge(pair).judgment_id  # pair.label == 1
+    jid = services.judging.judge(pair).judgment_id  # pair.label == 1
     with pytest.raises(NeedsConfirmation, match="known label says Response 1"):
-        services.correct(jid, verdict=2, author="ana", confirmed=False)
-    assert services.store.counts()["corrections"] == 0
-    record = services.correct(jid, verdict=2, author="ana", confirmed=True)
-    rows = services.browse("preference")
+        services.review.correct(jid, verdict=2, author="ana", confirmed=False)
+    assert services.runtime.store.counts()["corrections"] == 0
+    record = services.review.correct(jid, verdict=2, author="ana", confirmed=True)
+    rows = services.curation.browse("preference")
     assert [r.correction_id for r in rows] == [record.id]
     assert rows[0].contested.startswith("the known label says Response 1") and rows[0].known_label == 1
-    assert services.correct(jid, verdict=1, author="ana", confirmed=False).revision == 2  # agrees: no question
+    assert services.review.correct(jid, verdict=1, author="ana", confirmed=False).revision == 2  # agrees: no question
 
 
 def _judgment(predictions: list[int | None], *, label: int | None = None, strategy: str = "reflectrm"):
@@ -80,15 +82,15 @@ def test_contest_reason(predictions: list, label: int | None, verdict: int, reas
 
 
 def test_two_reviewers_correcting_one_judgment_at_once_give_an_edit_with_history(
-    services: AppServices, pair: PreferencePair
+    services: Services, pair: PreferencePair
 ) -> None:
-    jid = services.judge(pair).judgment_id
+    jid = services.judging.judge(pair).judgment_id
     start, errors = threading.Barrier(2), []
 
     def correct(verdict: int) -> None:
         start.wait()
         try:
-            services.correct(jid, verdict=verdict, author=f"r{verdict}")
+            services.review.correct(jid, verdict=verdict, author=f"r{verdict}")
         except Exception as exc:  # noqa: BLE001 - any failure is the finding
             errors.append(exc)
 
@@ -98,91 +100,91 @@ def test_two_reviewers_correcting_one_judgment_at_once_give_an_edit_with_history
     for t in threads:
         t.join()
     assert errors == []
-    [record] = services.store.corrections(judgment_id=jid)
+    [record] = services.runtime.store.corrections(judgment_id=jid)
     assert record.revision == 2
 
 
-def test_withdraw_from_the_service(services: AppServices, pair: PreferencePair) -> None:
-    jid = services.judge(pair).judgment_id
-    services.correct(jid, verdict=1, author="ana")
-    record = services.withdraw(jid, author="ana")
-    assert not services.store.corrections(judgment_id=jid, include_withdrawn=False)
-    assert services.browse("preference", ) == [] and record.id
+def test_withdraw_from_the_service(services: Services, pair: PreferencePair) -> None:
+    jid = services.judging.judge(pair).judgment_id
+    services.review.correct(jid, verdict=1, author="ana")
+    record = services.review.withdraw(jid, author="ana")
+    assert not services.runtime.store.corrections(judgment_id=jid, include_withdrawn=False)
+    assert services.curation.browse("preference", ) == [] and record.id
     # the message counts what was withdrawn (it said 0: a withdrawn correction derives nothing)
     from reflectrm_app.ui import views
 
     assert len(record.preference_example_ids) == 1
     assert views.withdrawn_text(record).startswith(f"Withdrew correction #{record.id} with its 1 preference example")
     with pytest.raises(InputError, match="no correction to withdraw"):
-        services.withdraw(jid, author="ana")
+        services.review.withdraw(jid, author="ana")
 
 
-def _judged_demo_pairs(services: AppServices, count: int) -> list[int]:
-    services.add_demo_pairs(count)
-    return [services.judge(p).judgment_id for _, p in services.pairs(services.demo_source())]
+def _judged_demo_pairs(services: Services, count: int) -> list[int]:
+    services.judging.add_demo_pairs(count)
+    return [services.judging.judge(p).judgment_id for _, p in services.judging.pairs(services.judging.demo_source())]
 
 
-def test_next_walks_the_whole_queue_in_order_and_says_when_it_wraps(services: AppServices) -> None:
+def test_next_walks_the_whole_queue_in_order_and_says_when_it_wraps(services: Services) -> None:
     _judged_demo_pairs(services, 5)
-    order = [s.id for s in services.store.review_queue(limit=100)]
-    seen, item = [], services.next_for_review(reviewer="a")
+    order = [s.id for s in services.runtime.store.review_queue(limit=100)]
+    seen, item = [], services.review.next_for_review(reviewer="a")
     for k in range(len(order)):
         seen.append(item.summary.id)
         assert not item.wrapped and item.remaining == len(order) - k  # "N more after this" counts down
-        item = services.next_for_review(reviewer="a", after=item.summary.id)
+        item = services.review.next_for_review(reviewer="a", after=item.summary.id)
     assert seen == order  # every item once, in the queue's order (it used to bounce between two items)
     assert item.summary.id == order[0] and item.wrapped  # then back to the first, saying so
 
 
-def test_next_goes_on_from_an_item_just_corrected(services: AppServices) -> None:
+def test_next_goes_on_from_an_item_just_corrected(services: Services) -> None:
     _judged_demo_pairs(services, 4)
-    order = [s.id for s in services.store.review_queue(limit=100)]
-    services.correct(order[1], verdict=1, author="ana")  # the item just left is no longer in the queue
-    item = services.next_for_review(reviewer="a", after=order[1])
+    order = [s.id for s in services.runtime.store.review_queue(limit=100)]
+    services.review.correct(order[1], verdict=1, author="ana")  # the item just left is no longer in the queue
+    item = services.review.next_for_review(reviewer="a", after=order[1])
     assert item.summary.id == order[2] and not item.wrapped
 
 
-def test_skip_keeps_an_item_away_for_the_session(services: AppServices) -> None:
+def test_skip_keeps_an_item_away_for_the_session(services: Services) -> None:
     _judged_demo_pairs(services, 3)
-    order = [s.id for s in services.store.review_queue(limit=100)]
-    seen, skip, item = [], [order[0]], services.next_for_review(reviewer="a", skip=[order[0]], after=order[0])
+    order = [s.id for s in services.runtime.store.review_queue(limit=100)]
+    seen, skip, item = [], [order[0]], services.review.next_for_review(reviewer="a", skip=[order[0]], after=order[0])
     for _ in range(2 * len(order)):
         seen.append(item.summary.id)
-        item = services.next_for_review(reviewer="a", skip=skip, after=item.summary.id)
+        item = services.review.next_for_review(reviewer="a", skip=skip, after=item.summary.id)
     assert order[0] not in seen and set(seen) == set(order[1:])
-    assert services.next_for_review(reviewer="a", skip=order) is None  # all skipped: the queue is empty
+    assert services.review.next_for_review(reviewer="a", skip=order) is None  # all skipped: the queue is empty
 
 
-def test_next_on_the_only_item_shows_it_again_as_a_wrap(services: AppServices, pair: PreferencePair) -> None:
-    jid = services.judge(pair).judgment_id
-    item = services.next_for_review(reviewer="a", after=jid)
+def test_next_on_the_only_item_shows_it_again_as_a_wrap(services: Services, pair: PreferencePair) -> None:
+    jid = services.judging.judge(pair).judgment_id
+    item = services.review.next_for_review(reviewer="a", after=jid)
     assert item.summary.id == jid and item.wrapped
 
 
-def test_review_item_by_id_reads_one_summary(services: AppServices, pair: PreferencePair) -> None:
-    jid = services.judge(pair).judgment_id
-    item = services.review_item(jid, reviewer="a")
+def test_review_item_by_id_reads_one_summary(services: Services, pair: PreferencePair) -> None:
+    jid = services.judging.judge(pair).judgment_id
+    item = services.review.review_item(jid, reviewer="a")
     assert item.summary.id == jid and item.summary.label == pair.label
     with pytest.raises(InputError, match="does not exist"):
-        services.review_item(jid + 50, reviewer="a")
+        services.review.review_item(jid + 50, reviewer="a")
 
 
-def test_exports_leave_no_temporary_folder_behind(services: AppServices, pair: PreferencePair) -> None:
-    services.correct(services.judge(pair).judgment_id, verdict=1, author="ana")
-    zipped = services.export("training", fmt="hf")
+def test_exports_leave_no_temporary_folder_behind(services: Services, pair: PreferencePair) -> None:
+    services.review.correct(services.judging.judge(pair).judgment_id, verdict=1, author="ana")
+    zipped = services.curation.export("training", fmt="hf")
     assert zipped.suffix == ".zip" and zipped.exists()
     assert [p.name for p in zipped.parent.iterdir()] == [zipped.name]  # the unzipped folder is gone
-    services.export("pairs", fmt="jsonl")
-    root = services._exports.root
+    services.curation.export("pairs", fmt="jsonl")
+    root = services.runtime.exports.root
     services.close()
     assert not root.exists()
 
 
-def test_exports_older_than_the_keep_time_are_pruned(services: AppServices, tmp_path: Path) -> None:
-    services._exports.keep_s = 0.0
-    services.store.add_pairs([PreferencePair.from_query("q", "a", "b", label=1)])  # an export of nothing is refused
-    first = services.export("pairs", fmt="jsonl")
-    services.export("pairs", fmt="jsonl")
+def test_exports_older_than_the_keep_time_are_pruned(services: Services, tmp_path: Path) -> None:
+    services.runtime.exports.keep_s = 0.0
+    services.runtime.store.add_pairs([PreferencePair.from_query("q", "a", "b", label=1)])  # an export of nothing is refused
+    first = services.curation.export("pairs", fmt="jsonl")
+    services.curation.export("pairs", fmt="jsonl")
     assert not first.exists()
 
 
@@ -226,11 +228,11 @@ def test_the_confidence_plot_shows_what_the_cards_show() -> None:
     assert [round(x, 1) for x in sorted(frame["shown"])] == sorted(card_widths) and frame["shown"].min() == 8.0
 
 
-def test_a_greedy_judgment_names_the_greedy_output_as_its_voter(services: AppServices, pair: PreferencePair) -> None:
+def test_a_greedy_judgment_names_the_greedy_output_as_its_voter(services: Services, pair: PreferencePair) -> None:
     from reflectrm_app.ui import views
     from reflectrm_app.records import JudgeResult
 
-    result = services.judge(pair, strategy="greedy")
+    result = services.judging.judge(pair, strategy="greedy")
     html = views.anatomy_html(JudgeResult(judgment_id=result.judgment_id, judgment=result.judgment))
     vote = views.vote_text(result.judgment)
     assert "voters the greedy output" in vote and "#0" not in vote  # it named sample #0
@@ -251,29 +253,29 @@ def test_the_curate_table_says_which_label_is_which() -> None:
     assert frame.iloc[0]["contested"].startswith("yes")
 
 
-def test_curate_pages_newest_first_and_filters_in_sql(services: AppServices) -> None:
+def test_curate_pages_newest_first_and_filters_in_sql(services: Services) -> None:
     from datetime import date, timedelta
 
     from reflectrm_app.records import ExampleFilter
 
-    services.add_demo_pairs(3)
-    for _, p in services.pairs(services.demo_source()):
-        services.correct(services.judge(p).judgment_id, verdict=p.label, author="ana")
-    every = services.browse("preference", limit=10)
+    services.judging.add_demo_pairs(3)
+    for _, p in services.judging.pairs(services.judging.demo_source()):
+        services.review.correct(services.judging.judge(p).judgment_id, verdict=p.label, author="ana")
+    every = services.curation.browse("preference", limit=10)
     assert [r.id for r in every] == sorted((r.id for r in every), reverse=True) and len(every) == 3
-    assert [r.id for r in services.browse("preference", limit=2)] == [r.id for r in every[:2]]
+    assert [r.id for r in services.curation.browse("preference", limit=2)] == [r.id for r in every[:2]]
     tomorrow = date.today() + timedelta(days=1)
-    assert services.browse("preference", ExampleFilter(since=tomorrow)) == []
-    assert services.browse("preference", ExampleFilter(source="elsewhere")) == []
-    services.set_excluded("preference", [every[0].id], excluded=True)
-    assert services.mix().preference == 2  # counted in SQL, active only
+    assert services.curation.browse("preference", ExampleFilter(since=tomorrow)) == []
+    assert services.curation.browse("preference", ExampleFilter(source="elsewhere")) == []
+    services.curation.set_excluded("preference", [every[0].id], excluded=True)
+    assert services.curation.mix().preference == 2  # counted in SQL, active only
 
 
-def test_history_marks_the_swapped_twin_of_an_audit(services: AppServices, pair: PreferencePair) -> None:
+def test_history_marks_the_swapped_twin_of_an_audit(services: Services, pair: PreferencePair) -> None:
     from reflectrm_app.ui import views
 
-    audit = services.audit(pair)
-    rows = views.summaries_frame(services.history()).set_index("id")
+    audit = services.audit.audit(pair)
+    rows = views.summaries_frame(services.history.history()).set_index("id")
     # two rows with opposite labels: the swapped column says which one saw the responses swapped
     assert rows.loc[audit.swapped.judgment_id, "swapped"] == "yes"
     assert rows.loc[audit.original.judgment_id, "swapped"] == ""
@@ -281,7 +283,7 @@ def test_history_marks_the_swapped_twin_of_an_audit(services: AppServices, pair:
 
 
 def test_the_header_names_the_judge_and_its_revision_not_the_host_path(tmp_path: Path) -> None:
-    from reflectrm_app.services import judge_label
+    from reflectrm_app.services.runtime import judge_label
     from reflectrm.demo import DEMO_MODEL_DIR
 
     demo = judge_label(str(DEMO_MODEL_DIR))
@@ -294,15 +296,15 @@ def test_the_header_names_the_judge_and_its_revision_not_the_host_path(tmp_path:
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services: AppServices, pair: PreferencePair,
+def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services: Services, pair: PreferencePair,
                                                                         fmt: str) -> None:
     import pandas as pd
 
-    against = services.judge(pair).judgment_id
-    agreeing = services.judge(pair, seed=5).judgment_id
-    services.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
-    services.correct(agreeing, verdict=pair.label, author="ana")
-    out = services.export("corrections", fmt=fmt)
+    against = services.judging.judge(pair).judgment_id
+    agreeing = services.judging.judge(pair, seed=5).judgment_id
+    services.review.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
+    services.review.correct(agreeing, verdict=pair.label, author="ana")
+    out = services.curation.export("corrections", fmt=fmt)
     rows = pd.read_json(out, lines=True) if fmt == "jsonl" else pd.read_parquet(out)
     contested = dict(zip(rows["judgment_id"], rows["contested"], strict=True))
     # the field was missing: a curator downstream could not filter the contested ones out
@@ -312,16 +314,16 @@ def test_a_confirmed_contested_correction_keeps_contested_in_the_export(services
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 @pytest.mark.parametrize("kind", ["preference-examples", "reflection-pairs"])
-def test_a_snapshots_examples_keep_contested_in_the_export(services: AppServices, pair: PreferencePair, fmt: str,
+def test_a_snapshots_examples_keep_contested_in_the_export(services: Services, pair: PreferencePair, fmt: str,
                                                             kind: str) -> None:
     import pandas as pd
 
-    against = services.judge(pair).judgment_id
-    agreeing = services.judge(pair, seed=5).judgment_id
-    services.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
-    services.correct(agreeing, verdict=pair.label, author="ana")
-    services.snapshot("reviewed")
-    out = services.export(kind, fmt=fmt, snapshot="reviewed")
+    against = services.judging.judge(pair).judgment_id
+    agreeing = services.judging.judge(pair, seed=5).judgment_id
+    services.review.correct(against, verdict=3 - pair.label, author="ana", confirmed=True)  # saved anyway
+    services.review.correct(agreeing, verdict=pair.label, author="ana")
+    services.curation.snapshot("reviewed")
+    out = services.curation.export(kind, fmt=fmt, snapshot="reviewed")
     rows = pd.read_json(out, lines=True, dtype=False) if fmt == "jsonl" else pd.read_parquet(out)
     by_judgment = rows.groupby("judgment_id")["contested"].agg(set).to_dict()
     # a snapshot's examples went out with no 'contested' column: a curator could not filter a contested one out
@@ -329,9 +331,9 @@ def test_a_snapshots_examples_keep_contested_in_the_export(services: AppServices
     assert by_judgment.get(agreeing, {""}) == {""}  # unanimous analyses derive no reflection pair
 
 
-def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(services: AppServices,
+def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(services: Services,
                                                                              pair: PreferencePair) -> None:
-    judged = services.judge(pair)
+    judged = services.judging.judge(pair)
     rollouts = judged.judgment.rollouts
     verdict = pair.label  # agrees with the label: only the marks can need a confirmation
     other = next(k for k, r in enumerate(rollouts) if r.prediction not in (None, verdict))
@@ -339,62 +341,61 @@ def test_a_mark_against_the_outcome_rule_asks_first_and_says_what_it_teaches(ser
     # an analysis that predicted the opposite, marked right, becomes a reflection pair's better side
     with pytest.raises(NeedsConfirmation,
                        match=rf"analysis #{other} predicted Response {3 - verdict}.*better analysis"):
-        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"}, confirmed=False)
+        services.review.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"}, confirmed=False)
     with pytest.raises(NeedsConfirmation, match=rf"analysis #{agreeing} predicted your Response {verdict}.*worse"):
-        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "wrong"},
+        services.review.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "wrong"},
                          confirmed=False)
-    assert not services.store.corrections(judgment_id=judged.judgment_id)  # nothing saved before the answer
+    assert not services.runtime.store.corrections(judgment_id=judged.judgment_id)  # nothing saved before the answer
     # marks that follow the rule save at once; confirmed, the contrary ones save too
-    services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "right", other: "wrong"},
+    services.review.correct(judged.judgment_id, verdict=verdict, author="ana", marks={agreeing: "right", other: "wrong"},
                      confirmed=False)
-    record = services.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"})
+    record = services.review.correct(judged.judgment_id, verdict=verdict, author="ana", marks={other: "right"})
     assert record.marks == {other: "right"}
 
 
-def test_a_contested_verdict_with_marks_against_the_outcome_asks_about_both_at_once(services: AppServices,
+def test_a_contested_verdict_with_marks_against_the_outcome_asks_about_both_at_once(services: Services,
                                                                                    pair: PreferencePair) -> None:
-    judged = services.judge(pair)
+    judged = services.judging.judge(pair)
     verdict = 3 - pair.label  # contradicts the label: asks on its own
     agreeing_with_label = next(k for k, r in enumerate(judged.judgment.rollouts) if r.prediction == pair.label)
     marks = {agreeing_with_label: "right"}  # predicted the label, not the verdict: the better side of a pair
     # the one question named only the label, so answering it saved the marks with no word on what they teach
     with pytest.raises(NeedsConfirmation) as asked:
-        services.correct(judged.judgment_id, verdict=verdict, author="ana", marks=marks, confirmed=False)
+        services.review.correct(judged.judgment_id, verdict=verdict, author="ana", marks=marks, confirmed=False)
     said = str(asked.value)
     assert f"the known label says Response {pair.label}" in said
     assert f"analysis #{agreeing_with_label} predicted Response {pair.label}" in said and "better analysis" in said
 
 
-def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(services: AppServices) -> None:
+def test_the_train_tab_says_when_a_corrections_snapshot_is_below_the_papers_mix(services: Services) -> None:
     from reflectrm_app.ui import views
 
-    services.add_demo_pairs(3)
-    for _, p in services.pairs(services.demo_source()):
-        judged = services.judge(p)
-        services.correct(judged.judgment_id, verdict=p.label, author="ana")
-    snapshot = services.snapshot("corrections-only")
-    text = views.snapshot_mix_text(services.snapshots(), "corrections-only")
+    services.judging.add_demo_pairs(3)
+    for _, p in services.judging.pairs(services.judging.demo_source()):
+        judged = services.judging.judge(p)
+        services.review.correct(judged.judgment_id, verdict=p.label, author="ana")
+    snapshot = services.curation.snapshot("corrections-only")
+    text = views.snapshot_mix_text(services.curation.snapshots(), "corrections-only")
     assert f"{snapshot.num_preference} preference example(s), {snapshot.num_reflection} reflection pair(s)" in text
     # one preference example and up to 4 reflection pairs per correction: corrections alone fall below 4:1
     assert snapshot.num_reflection * 4 > snapshot.num_preference
     assert text.startswith("**Below the paper's 4:1 mix.**") and "add" in text
-    assert views.snapshot_mix_text(services.snapshots(), "no-such") == ""
+    assert views.snapshot_mix_text(services.curation.snapshots(), "no-such") == ""
 
 
-def test_the_papers_examples_come_from_an_evaluated_labelled_data_set(services: AppServices) -> None:
-    from reflectrm_app.evaluation import EvaluationService
+def test_the_papers_examples_come_from_an_evaluated_labelled_data_set(services: Services) -> None:
     from tests.db.helpers import make_pairs
 
-    services.store.add_pairs(make_pairs(6, prefix="lab"))  # data set "tests"
+    services.runtime.store.add_pairs(make_pairs(6, prefix="lab"))  # data set "tests"
     with pytest.raises(InputError, match="evaluate it with the reflectrm or majority strategy first"):
-        services.derive_from_labels("tests")  # nothing judged yet
+        services.curation.derive_from_labels("tests")  # nothing judged yet
     with pytest.raises(InputError, match="'nope' does not exist"):
-        services.derive_from_labels("nope")
-    evaluation = EvaluationService(services)
+        services.curation.derive_from_labels("nope")
+    evaluation = services.evaluation
     evaluation.run(evaluation.request("data set: tests", strategies=("reflectrm",)), cancel=threading.Event())
-    report = services.derive_from_labels("tests")
+    report = services.curation.derive_from_labels("tests")
     assert report.judgments == 6 and report.preference == 6 - report.easy and report.preference > 0
-    assert services.derive_from_labels("tests").already_present == report.preference + report.reflection
-    snapshot = services.snapshot("paper-recipe")
+    assert services.curation.derive_from_labels("tests").already_present == report.preference + report.reflection
+    snapshot = services.curation.snapshot("paper-recipe")
     assert (snapshot.num_preference, snapshot.num_reflection) == (report.preference, report.reflection)
     assert services.training.data_mix("paper-recipe").replay == 0  # its own preference examples: nothing replayed

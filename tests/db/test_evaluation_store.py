@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reflectrm_app.evaluation import EvalRequest, Evaluations
+from reflectrm_app.services.evaluation import EvalRequest, Evaluations
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.eval.runner import EvalPlan

@@ -51,13 +51,13 @@ def _serve(world: Path, demo_backend: Any, body: dict[str, Any]) -> None:
 
 def _app(world: Path, demo_backend: Any) -> None:
     """The app's Judge tab: a pair typed into the form (no data set picked), judged and stored."""
-    from reflectrm_app.services import build_pair
+    from reflectrm_app.ui.forms import build_pair
     from tests.app.conftest import make_services
 
     services = make_services(f"sqlite:///{world / 'store.db'}", demo_backend)
     try:
         pair = build_pair(query=FIRST["query"], messages="", response_1="4", response_2="5")
-        services.judge(pair)
+        services.judging.judge(pair)
     finally:
         services.close()
 

@@ -11,18 +11,18 @@ from tests.engines.fake_server import FakeServer
 
 
 def test_the_app_judges_through_an_openai_server(tmp_path):
-    from reflectrm_app.services import AppServices
+    from reflectrm_app.services import Services
 
     server = FakeServer()
     try:
         settings = load_settings(backend="openai", engine={"base_urls": [server.url]}, warm_up=False, n=2,
                                  database_url=f"sqlite:///{tmp_path / 'app.db'}", max_new_tokens=16)
-        services = AppServices.start(settings)
+        services = Services.start(settings)
         try:
-            result = services.judge(PreferencePair.from_query("q", "a", "b"))
+            result = services.judging.judge(PreferencePair.from_query("q", "a", "b"))
             assert result.judgment.backend == "openai" and result.judgment.model == "judge"
             assert len(result.judgment.rollouts) == 2 and len(server.bodies) >= 2
-            assert services.store.load(result.judgment_id).judgment.backend == "openai"  # in the History
+            assert services.runtime.store.load(result.judgment_id).judgment.backend == "openai"  # in the History
         finally:
             services.close()
     finally:

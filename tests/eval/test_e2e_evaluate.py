@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from reflectrm_app.evaluation import Evaluations
+from reflectrm_app.services.evaluation import Evaluations
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.scripted import ScriptedBackend
 from tests.app.browser import CHROMIUM, launch_chromium, running_app

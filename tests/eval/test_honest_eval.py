@@ -84,7 +84,7 @@ def test_a_stopped_eval_writes_a_report_that_says_it_is_incomplete(tmp_path, cap
 def test_the_app_shows_a_stopped_run_as_incomplete_in_its_report_and_comparison(tmp_path, capsys, monkeypatch):
     from types import SimpleNamespace
 
-    from reflectrm_app.evaluation import EvaluationService
+    from reflectrm_app.services.evaluation import EvaluationService
     from reflectrm_db.services import JudgmentStore
 
     _after_first_batch(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm_app.evaluation import EvalRequest, Evaluations
+from reflectrm_app.services.evaluation import EvalRequest, Evaluations
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.core.config import JudgeConfig

@@ -8,7 +8,7 @@ from typing import Any
 import gradio as gr
 
 from reflectrm_app.ui import views
-from reflectrm_app.services import build_pair
+from reflectrm_app.ui.forms import build_pair
 from reflectrm_app.ui.tabs import judge as judge_tab
 from reflectrm_app.ui.tabs.common import (
     LABELS,
@@ -55,7 +55,7 @@ def build(wb: Workbench, tab: Any) -> AuditView:
         run = gr.Button("Run batch audit", variant="primary", elem_id="audit-run")
         stop = gr.Button("Stop", variant="stop", elem_id="audit-stop")
     status = gr.Textbox(label="Status", interactive=False, elem_id="audit-status")
-    measured = gr.Markdown(views.measured_stage2_text(services.measured_stage2()), elem_id="audit-measured")
+    measured = gr.Markdown(views.measured_stage2_text(services.audit.measured_stage2()), elem_id="audit-measured")
     empty_table, _, empty_flipped = views.empty_audit_frames()  # an empty frame fixes the chart's colours
     table = gr.Dataframe(empty_table, label="Per subset", interactive=False, elem_id="audit-table")
     chart = gr.BarPlot(x="bar", y="value", color="metric", y_lim=[0, 1], x_label_angle=-30, height=300,
@@ -67,7 +67,7 @@ def build(wb: Workbench, tab: Any) -> AuditView:
     def batch(name, size, sd, request: gr.Request, progress=gr.Progress()):
         try:
             report = progress_reporter(progress, text=audit_text)
-            found = run_cancellable(services, session_key(request, "audit"), lambda cancel: services.batch_audit(
+            found = run_cancellable(services, session_key(request, "audit"), lambda cancel: services.audit.batch_audit(
                 name, sample=int(size or 0), seed=int(sd or 0), cancel=cancel, progress=report))
         except ReflectRMError as exc:
             return [failure_text(exc, stopped="stopped: the pairs audited so far are recorded"),
@@ -76,7 +76,7 @@ def build(wb: Workbench, tab: Any) -> AuditView:
         return [note, *views.audit_frames(found)]
 
     def stop_batch(request: gr.Request):
-        stopped = services.cancels.cancel(session_key(request, "audit"))
+        stopped = services.runtime.cancels.cancel(session_key(request, "audit"))
         return ["stopped: the pairs audited so far are recorded" if stopped else "nothing is running",
                 *views.empty_audit_frames()]
 
@@ -84,7 +84,7 @@ def build(wb: Workbench, tab: Any) -> AuditView:
                   api_visibility="private")
     # on opening the tab: the data sets, and the active judge's card (Train's "make active" may have changed it)
     tab.select(lambda current: (source_choices(services, current=current or ""),
-                                views.measured_stage2_text(services.measured_stage2())),
+                                views.measured_stage2_text(services.audit.measured_stage2())),
                source, [source, measured], api_visibility="private")
     event = run.click(batch, [source, sample, seed], results, api_visibility="private", concurrency_limit=2,
                       show_progress_on=status)  # one progress display, not one over each output
@@ -104,7 +104,7 @@ def wire(wb: Workbench) -> None:
             pair = build_pair(query=q or "", messages=msgs or "", response_1=a or "", response_2=b or "",
                               label=LABELS[lab or "unknown"], base=base_pair)
             report = progress_reporter(progress)
-            result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.audit(
+            result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.audit.audit(
                 pair, seed=sd, cancel=cancel, progress=report))
         except ReflectRMError as exc:
             return [*judge_tab.cleared_outputs(failure_text(exc)), "", "", "", "", gr.update(), gr.update()]
@@ -116,7 +116,7 @@ def wire(wb: Workbench) -> None:
                 gr.Tabs(selected="audit"), source_choices(services, current=pair.source)]
 
     def stop_work(request: gr.Request):
-        stopped = services.cancels.cancel(session_key(request, "judge"))
+        stopped = services.runtime.cancels.cancel(session_key(request, "judge"))
         return judge_tab.cleared_outputs("stopped: nothing was recorded" if stopped else "nothing is running")
 
     event = judge.audit_button.click(both_orders, judge.run_inputs, outs, api_visibility="private",

@@ -1,4 +1,5 @@
-"""What every tab shares: the workbench context, session keys, cancellable work, progress, form helpers."""
+"""What every tab shares: the workbench context, session keys, cancellable work, progress (form fields are
+parsed in `reflectrm_app.ui.forms`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 import gradio as gr
 
 from reflectrm.pipeline import Progress, ProgressCallback, Stage
-from reflectrm_app.services import AppServices
-from reflectrm.errors import Cancelled, InputError, ReflectRMError
+from reflectrm_app.services import Services
+from reflectrm.errors import Cancelled, ReflectRMError
 
 LABELS = MappingProxyType({"unknown": None, "Response 1": 1, "Response 2": 2})  # read-only
 LABEL_NAMES = MappingProxyType({None: "unknown", 1: "Response 1", 2: "Response 2"})
@@ -21,7 +22,7 @@ LABEL_NAMES = MappingProxyType({None: "unknown", 1: "Response 1", 2: "Response 2
 class Workbench:
     """What tab builders share: the services, the Tabs (to switch tabs), and each tab's exported view."""
 
-    services: AppServices
+    services: Services
     tabs: Any  # gr.Tabs
     active_judge: Any  # gr.Textbox in the header
     views: dict[str, Any] = field(default_factory=dict)  # tab id -> what the tab's `build` returned
@@ -48,13 +49,13 @@ def user_of(request: gr.Request | None) -> str:
     return getattr(request, "username", None) or ""
 
 
-def run_cancellable(services: AppServices, key: str, work: Callable[[Any], Any]) -> Any:
+def run_cancellable(services: Services, key: str, work: Callable[[Any], Any]) -> Any:
     """Run `work(cancel_event)` under a cancel token the Stop button can set."""
-    event = services.cancels.start(key)
+    event = services.runtime.cancels.start(key)
     try:
         return work(event)
     finally:
-        services.cancels.finish(key, event)
+        services.runtime.cancels.finish(key, event)
 
 
 def progress_reporter(progress: gr.Progress, *, text: Callable[[Progress], str] = str) -> ProgressCallback:
@@ -84,32 +85,7 @@ def unchanged(outputs: Sequence[Any]) -> dict[Any, Any]:
     return {component: gr.update() for component in outputs}
 
 
-def whole(value: Any, what: str, *, minimum: int | None = None) -> int:
-    """A form number that must be a whole number (a clear error instead of a silent cut)."""
-    if value is None or value == "":
-        raise InputError(f"{what} is empty: give a whole number")
-    if float(value) != int(float(value)):
-        raise InputError(f"{what} must be a whole number, got {value!r}")
-    number = int(float(value))
-    if minimum is not None and number < minimum:
-        raise InputError(f"{what} must be at least {minimum}, got {number}")
-    return number
-
-
-def judgment_number(value: Any) -> int | None:
-    """A judgment id typed or shown in a form: None when empty (never 0 for "no judgment")."""
-    if value is None or str(value).strip().lstrip("#") == "":
-        return None
-    try:
-        number = int(str(value).strip().lstrip("#"))
-    except ValueError as exc:
-        raise InputError(f"a judgment number is a whole number like 12, got {value!r}") from exc
-    if number < 1:
-        raise InputError(f"judgment numbers start at 1, got {number}")
-    return number
-
-
-def source_choices(services: AppServices, *, current: str = "") -> Any:
+def source_choices(services: Services, *, current: str = "") -> Any:
     """A Dropdown update listing the data sets (keeping `current` selected when it is one)."""
-    names = services.sources()
+    names = services.judging.sources()
     return gr.update(choices=names, value=current if current in names else (names[0] if names else None))

@@ -8,7 +8,7 @@ import gradio as gr
 
 from reflectrm_app.ui import views
 from reflectrm_app.records import ExampleFilter, ExampleRow
-from reflectrm_app.services import parse_day, parse_ids
+from reflectrm_app.ui.forms import parse_day, parse_ids
 from reflectrm_app.ui.tabs.common import TabSpec, Workbench, unchanged
 from reflectrm.errors import ReflectRMError
 
@@ -18,42 +18,66 @@ ANY_SOURCE = ("any source", "")
 NO_SNAPSHOT = ("none: the examples in force now", "")
 
 def build(wb: Workbench, tab: Any) -> None:
-    services = wb.services
-    with gr.Row():
-        kind = gr.Radio(["preference", "reflection"], value="reflection", label="Examples", elem_id="curate-kind")
-        source = gr.Dropdown(label="Source", choices=[ANY_SOURCE], value="", allow_custom_value=True,
-                             elem_id="curate-source")
-        states = gr.CheckboxGroup(["active", "excluded", "withdrawn"], value=["active", "excluded"], label="State",
-                                  elem_id="curate-states")
-        agreement = gr.Dropdown(["any", "agrees", "disagrees"], value="any", label="Person vs judge",
-                                elem_id="curate-agreement")
-    with gr.Row():
-        since = gr.Textbox(label="Since (YYYY-MM-DD)", elem_id="curate-since")
-        until = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="curate-until")
-        search = gr.Textbox(label="Search text", elem_id="curate-search")
-        show_btn = gr.Button("Show", variant="primary", elem_id="curate-show")
-    with gr.Row():
-        mix = gr.Textbox(label="Mix", interactive=False, scale=3, elem_id="curate-mix")
-        mix_plot = gr.BarPlot(x="mix", y="share", color="kind", y_lim=[0, 1], height=200, scale=2,
-                              title="Pref:Refl share, current vs paper", elem_id="curate-mix-plot")
-    table = gr.Dataframe(views.examples_frame([]), label="Examples (select a row to see it whole and add its id "
-                                                         "below); 'contested': the person contradicted what is known",
-                         interactive=False, wrap=True, elem_id="curate-table")
-    detail = gr.JSON(label="Selected example (with both critiques)", elem_id="curate-detail")
-    with gr.Row():
-        ids = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")
-        exclude = gr.Button("Exclude", elem_id="curate-exclude")
-        restore = gr.Button("Restore", elem_id="curate-restore")
-    with gr.Row():
-        labelled = gr.Dropdown(label="Labelled data set (judged with samples)", choices=[], value=None,
-                               allow_custom_value=True, scale=3, elem_id="curate-labelled-source")
-        from_labels = gr.Button("Add the paper's examples from its judgments", scale=2, elem_id="curate-from-labels")
-    status = gr.Textbox(label="Status", interactive=False, elem_id="curate-status")
-    snapshots, export = _snapshot_and_export_widgets()
-    rows_state = gr.State([])
+    curation, judging = wb.services.curation, wb.services.judging
+    c = _layout()
+    list_examples = _lister(curation, judging, c)
+    _wire_listing(c, tab, list_examples)
+    _wire_changes(curation, c, list_examples)
 
-    filter_inputs = [kind, source, states, since, until, agreement, search]
-    listing = [table, mix, mix_plot, snapshots["table"], source, export["snapshot"], rows_state, labelled, status]
+
+def _layout() -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    with gr.Row():
+        c["kind"] = gr.Radio(["preference", "reflection"], value="reflection", label="Examples", elem_id="curate-kind")
+        c["source"] = gr.Dropdown(label="Source", choices=[ANY_SOURCE], value="", allow_custom_value=True,
+                                  elem_id="curate-source")
+        c["states"] = gr.CheckboxGroup(["active", "excluded", "withdrawn"], value=["active", "excluded"],
+                                       label="State", elem_id="curate-states")
+        c["agreement"] = gr.Dropdown(["any", "agrees", "disagrees"], value="any", label="Person vs judge",
+                                     elem_id="curate-agreement")
+    with gr.Row():
+        c["since"] = gr.Textbox(label="Since (YYYY-MM-DD)", elem_id="curate-since")
+        c["until"] = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="curate-until")
+        c["search"] = gr.Textbox(label="Search text", elem_id="curate-search")
+        c["show"] = gr.Button("Show", variant="primary", elem_id="curate-show")
+    with gr.Row():
+        c["mix"] = gr.Textbox(label="Mix", interactive=False, scale=3, elem_id="curate-mix")
+        c["mix_plot"] = gr.BarPlot(x="mix", y="share", color="kind", y_lim=[0, 1], height=200, scale=2,
+                                   title="Pref:Refl share, current vs paper", elem_id="curate-mix-plot")
+    c["table"] = gr.Dataframe(views.examples_frame([]), label="Examples (select a row to see it whole and add its id "
+                                                              "below); 'contested': the person contradicted what is "
+                                                              "known",
+                              interactive=False, wrap=True, elem_id="curate-table")
+    c["detail"] = gr.JSON(label="Selected example (with both critiques)", elem_id="curate-detail")
+    with gr.Row():
+        c["ids"] = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")
+        c["exclude"] = gr.Button("Exclude", elem_id="curate-exclude")
+        c["restore"] = gr.Button("Restore", elem_id="curate-restore")
+    with gr.Row():
+        c["labelled"] = gr.Dropdown(label="Labelled data set (judged with samples)", choices=[], value=None,
+                                    allow_custom_value=True, scale=3, elem_id="curate-labelled-source")
+        c["from_labels"] = gr.Button("Add the paper's examples from its judgments", scale=2,
+                                     elem_id="curate-from-labels")
+    c["status"] = gr.Textbox(label="Status", interactive=False, elem_id="curate-status")
+    c["snapshots"], c["export"] = _snapshot_and_export_widgets()
+    c["rows"] = gr.State([])
+    return c
+
+
+def _filters(c: dict[str, Any]) -> list[Any]:
+    """The filter fields, in `list_examples`' order (the kind first)."""
+    return [c[k] for k in ("kind", "source", "states", "since", "until", "agreement", "search")]
+
+
+def _listing(c: dict[str, Any]) -> list[Any]:
+    """What listing the examples updates."""
+    return [c["table"], c["mix"], c["mix_plot"], c["snapshots"]["table"], c["source"], c["export"]["snapshot"],
+            c["rows"], c["labelled"], c["status"]]
+
+
+def _lister(curation: Any, judging: Any, c: dict[str, Any]) -> Any:
+    """`list_examples(kind, *filters)`: the examples the filters keep, the mix, snapshots and data sets."""
+    listing, status = _listing(c), c["status"]
 
     def list_examples(k, src, st, s_from, s_to, agree, text):
         try:
@@ -61,25 +85,41 @@ def build(wb: Workbench, tab: Any) -> None:
                                     until=parse_day(s_to, "until"), agreement=agree, search=text or "")
         except ReflectRMError as exc:
             return {**unchanged(listing), status: f"error: {exc}"}
-        rows = services.browse(k, filters)
-        m, snaps, sources = services.mix(), services.snapshots(), services.sources()
+        rows = curation.browse(k, filters)
+        m, snaps, sources = curation.mix(), curation.snapshots(), judging.sources()
         return dict(zip(listing, [
             views.examples_frame(rows), views.mix_text(m), views.mix_frame(m), views.snapshots_frame(snaps),
             gr.update(choices=[ANY_SOURCE, *sources]),
             gr.update(choices=[NO_SNAPSHOT, *(s.name for s in snaps)]),
             [example_detail(r) for r in rows], gr.update(choices=sources), f"{len(rows)} {k} example(s) shown"]))
 
+    return list_examples
+
+
+def _wire_listing(c: dict[str, Any], tab: Any, list_examples: Any) -> None:
+    """Show (and a new kind, and opening the tab) lists the examples; a selected row is shown whole."""
+
     def select_row(current_ids, rows, evt: gr.SelectData):
         k = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if not rows or k is None or k >= len(rows):
-            return unchanged([ids, detail])
+            return unchanged([c["ids"], c["detail"]])
         merged = list(dict.fromkeys([*_ids_or_empty(current_ids), rows[k]["id"]]))
         return ", ".join(map(str, merged)), rows[k]
+
+    for trigger in (c["show"].click, c["kind"].change, tab.select):
+        trigger(list_examples, _filters(c), _listing(c), api_visibility="private")
+    c["table"].select(select_row, [c["ids"], c["rows"]], [c["ids"], c["detail"]], api_visibility="private")
+
+
+def _wire_changes(curation: Any, c: dict[str, Any], list_examples: Any) -> None:
+    """Exclude, restore, the paper's examples from a labelled data set, snapshot, export."""
+    listing, status, ids, snapshots, export = _listing(c), c["status"], c["ids"], c["snapshots"], c["export"]
+    filter_inputs = _filters(c)
 
     def change_state(excluded: bool):
         def handler(k, text, *filters):
             try:
-                changed = services.set_excluded(k, parse_ids(text), excluded=excluded)
+                changed = curation.set_excluded(k, parse_ids(text), excluded=excluded)
             except ReflectRMError as exc:
                 return {**unchanged([*listing, ids]), status: f"error: {exc}"}
             note = f"{'excluded' if excluded else 'restored'} {changed} {k} example(s)"
@@ -89,7 +129,7 @@ def build(wb: Workbench, tab: Any) -> None:
 
     def take_snapshot(name, text, *filters):
         try:
-            snap = services.snapshot(name, note=text or "")
+            snap = curation.snapshot(name, note=text or "")
         except ReflectRMError as exc:
             return {**unchanged(listing), status: f"error: {exc}"}
         note = (f"snapshot {snap.name!r}: {snap.num_preference} preference, {snap.num_reflection} reflection "
@@ -98,28 +138,27 @@ def build(wb: Workbench, tab: Any) -> None:
 
     def add_from_labels(data_set, *filters):
         try:
-            report = services.derive_from_labels(data_set or "")
+            report = curation.derive_from_labels(data_set or "")
         except ReflectRMError as exc:
             return {**unchanged(listing), status: f"error: {exc}"}
         return {**list_examples(*filters), status: views.labelled_derivation_text(data_set, report)}
 
     def export_file(k, fmt, snap, inactive):
         try:
-            path = services.export(k, fmt=fmt, snapshot=snap or "", include_inactive=bool(inactive))
+            path = curation.export(k, fmt=fmt, snapshot=snap or "", include_inactive=bool(inactive))
         except ReflectRMError as exc:
             return None, f"error: {exc}"
         return str(path), f"exported {k} as {fmt}"
 
-    for trigger in (show_btn.click, kind.change, tab.select):
-        trigger(list_examples, filter_inputs, listing, api_visibility="private")
-    table.select(select_row, [ids, rows_state], [ids, detail], api_visibility="private")
-    exclude.click(change_state(True), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
-    restore.click(change_state(False), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
+    c["exclude"].click(change_state(True), [c["kind"], ids, *filter_inputs[1:]], [*listing, ids],
+                       api_visibility="private")
+    c["restore"].click(change_state(False), [c["kind"], ids, *filter_inputs[1:]], [*listing, ids],
+                       api_visibility="private")
     # Enter in the name field snapshots too: a keyboard user need not Tab on to the button
     for trigger in (snapshots["button"].click, snapshots["name"].submit):
         trigger(take_snapshot, [snapshots["name"], snapshots["note"], *filter_inputs], listing,
                 api_visibility="private")
-    from_labels.click(add_from_labels, [labelled, *filter_inputs], listing, api_visibility="private")
+    c["from_labels"].click(add_from_labels, [c["labelled"], *filter_inputs], listing, api_visibility="private")
     export["button"].click(export_file, [export["kind"], export["format"], export["snapshot"], export["inactive"]],
                            [export["file"], status], api_visibility="private")
 

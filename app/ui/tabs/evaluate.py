@@ -15,9 +15,10 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app.evaluation import ITEM_COLUMNS, RUN_COLUMNS, EvaluationService, both_orders_by_default
+from reflectrm_app.services.evaluation import ITEM_COLUMNS, RUN_COLUMNS, both_orders_by_default
 from reflectrm_app.ui.tabs import judge as judge_tab
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, failure_text, judgment_number, unchanged
+from reflectrm_app.ui.forms import judgment_number, run_number
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, failure_text, unchanged
 from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.eval.runner import DEFAULT_STRATEGIES
 
@@ -27,46 +28,56 @@ RUN_KEY = "app:evaluate"  # runs belong to the app, not to a browser session: an
 
 def build(services: Any, *, open_in_judge: OpenHook | None = None, tab: Any = None) -> None:
     """Lay out the tab and wire its events (called inside `with gr.Tab(...)`)."""
-    evals = EvaluationService(services)
+    evals = services.evaluation
     interrupted = evals.mark_interrupted()  # built once, as the app starts: what a restart cut off says so
-    with gr.Row():
-        benchmark = gr.Dropdown(evals.choices(), value="demo", label="Benchmark or data set", allow_custom_value=False,
-                                elem_id="eval-benchmark")
-        data = gr.Textbox(label="Local file or folder (in the app's data folder)", placeholder="e.g. judgebench",
-                          elem_id="eval-data")
-        subset = gr.Textbox(label="Subset", elem_id="eval-subset")
-        limit = gr.Number(20, label="Pairs at most (empty: every pair)", elem_id="eval-limit")
-    with gr.Row():
-        strategies = gr.CheckboxGroup(list(DEFAULT_STRATEGIES), value=["reflectrm"], label="Strategies",
-                                      elem_id="eval-strategies")
-        both = gr.Checkbox(False, label="Both orders", elem_id="eval-both")
-        run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
-        stop_btn = gr.Button("Stop", elem_id="eval-stop")
-    status = gr.Textbox(_interrupted_text(interrupted), label="Status", interactive=False, elem_id="eval-status")
-    runs = gr.Dataframe(evals.runs_table(), headers=list(RUN_COLUMNS), label="Runs", interactive=False,
-                        elem_id="eval-runs")
-    with gr.Row():
-        refresh_btn = gr.Button("Refresh runs", elem_id="eval-refresh")
-        # Textboxes, not gr.Number: an empty Number shows 0, which reads as a run or judgment that does not exist
-        run_id = gr.Textbox(label="Run", placeholder="click a run above", elem_id="eval-run-id")
-        show_btn = gr.Button("Show report", elem_id="eval-show")
-        resume_btn = gr.Button("Resume run", elem_id="eval-resume")
-        run_a = gr.Textbox(label="Compare run A", elem_id="eval-run-a")
-        run_b = gr.Textbox(label="with run B", elem_id="eval-run-b")
-        compare_btn = gr.Button("Compare", elem_id="eval-compare")
-    report = gr.Markdown(elem_id="eval-report")
-    plot = gr.HTML(elem_id="eval-plot")
-    comparison = gr.Markdown(elem_id="eval-comparison")
-    items = gr.Dataframe(headers=list(ITEM_COLUMNS), label="Wrong, abstained or flipped items", interactive=False,
-                         elem_id="eval-items")
-    with gr.Row():
-        judgment_id = gr.Textbox(label="Judgment #", placeholder="click an item above", elem_id="eval-judgment-id")
-        open_btn = gr.Button("Open in Judge view", elem_id="eval-open")
-        open_status = gr.Textbox(label="Status", interactive=False, elem_id="eval-open-status", scale=3)
+    c = _layout(evals, _interrupted_text(interrupted))
+    _wire_running(evals, services.runtime.cancels, c)
+    _wire_reports(evals, c, tab)
+    if open_in_judge is not None:
+        open_in_judge(c["open"], c["judgment_id"], c["open_status"])
 
-    # JudgeBench's protocol judges both orders: picking it ticks the box (the user may untick it)
-    benchmark.change(lambda name: gr.update(value=both_orders_by_default(name)), benchmark, both,
-                     show_progress="hidden", api_visibility="private")
+
+def _layout(evals: Any, status_text: str) -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    with gr.Row():
+        c["benchmark"] = gr.Dropdown(evals.choices(), value="demo", label="Benchmark or data set",
+                                     allow_custom_value=False, elem_id="eval-benchmark")
+        c["data"] = gr.Textbox(label="Local file or folder (in the app's data folder)", placeholder="e.g. judgebench",
+                               elem_id="eval-data")
+        c["subset"] = gr.Textbox(label="Subset", elem_id="eval-subset")
+        c["limit"] = gr.Number(20, label="Pairs at most (empty: every pair)", elem_id="eval-limit")
+    with gr.Row():
+        c["strategies"] = gr.CheckboxGroup(list(DEFAULT_STRATEGIES), value=["reflectrm"], label="Strategies",
+                                           elem_id="eval-strategies")
+        c["both"] = gr.Checkbox(False, label="Both orders", elem_id="eval-both")
+        c["run"] = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
+        c["stop"] = gr.Button("Stop", elem_id="eval-stop")
+    c["status"] = gr.Textbox(status_text, label="Status", interactive=False, elem_id="eval-status")
+    c["runs"] = gr.Dataframe(evals.runs_table(), headers=list(RUN_COLUMNS), label="Runs", interactive=False,
+                             elem_id="eval-runs")
+    with gr.Row():
+        c["refresh"] = gr.Button("Refresh runs", elem_id="eval-refresh")
+        # Textboxes, not gr.Number: an empty Number shows 0, which reads as a run or judgment that does not exist
+        c["run_id"] = gr.Textbox(label="Run", placeholder="click a run above", elem_id="eval-run-id")
+        c["show"] = gr.Button("Show report", elem_id="eval-show")
+        c["resume"] = gr.Button("Resume run", elem_id="eval-resume")
+        c["run_a"] = gr.Textbox(label="Compare run A", elem_id="eval-run-a")
+        c["run_b"] = gr.Textbox(label="with run B", elem_id="eval-run-b")
+        c["compare"] = gr.Button("Compare", elem_id="eval-compare")
+    c["report"] = gr.Markdown(elem_id="eval-report")
+    c["plot"] = gr.HTML(elem_id="eval-plot")
+    c["comparison"] = gr.Markdown(elem_id="eval-comparison")
+    c["items"] = gr.Dataframe(headers=list(ITEM_COLUMNS), label="Wrong, abstained or flipped items", interactive=False,
+                              elem_id="eval-items")
+    with gr.Row():
+        c["judgment_id"] = gr.Textbox(label="Judgment #", placeholder="click an item above", elem_id="eval-judgment-id")
+        c["open"] = gr.Button("Open in Judge view", elem_id="eval-open")
+        c["open_status"] = gr.Textbox(label="Status", interactive=False, elem_id="eval-open-status", scale=3)
+    return c
+
+
+def _wire_running(evals: Any, cancels: Any, c: dict[str, Any]) -> None:
+    """Run, Resume and Stop: one evaluation at a time for the whole app; its report and items shown when done."""
 
     def launch(name, path, sub, lim, strats, orders, progress=gr.Progress()):  # noqa: B008
         return execute(lambda cancel, report: evals.run(
@@ -81,10 +92,10 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None, tab: Any = No
         return execute(lambda cancel, report: evals.resume(number, cancel=cancel, progress=report), progress)
 
     def execute(work, progress):
-        if services.cancels.running(RUN_KEY):
+        if cancels.running(RUN_KEY):
             return ("an evaluation is already running: wait for it, or Stop it (from any browser)",
                     evals.runs_table(), gr.update(), "", "", gr.update())
-        cancel = services.cancels.start(RUN_KEY)
+        cancel = cancels.start(RUN_KEY)
         try:
             progress(0, desc="loading the pairs")
             run = work(cancel, lambda done, total: progress(done / max(1, total), desc=f"{done}/{total} pairs"))
@@ -92,13 +103,27 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None, tab: Any = No
             return (failure_text(exc, stopped="stopped: the pairs judged so far are kept; Resume goes on"),
                     evals.runs_table(), gr.update(), "", "", gr.update())
         finally:
-            services.cancels.finish(RUN_KEY, cancel)
+            cancels.finish(RUN_KEY, cancel)
         view = evals.view(run.id)
         return (f"run {run.id} {run.status}: {run.items_done}/{run.items_total} pair-orders judged",
                 evals.runs_table(), run.id, view.markdown, view.plot_svg, evals.items_to_check(run.id))
 
     def stop():
-        return "stopping after the current generation" if services.cancels.cancel(RUN_KEY) else "nothing is running"
+        return "stopping after the current generation" if cancels.cancel(RUN_KEY) else "nothing is running"
+
+    # JudgeBench's protocol judges both orders: picking it ticks the box (the user may untick it)
+    c["benchmark"].change(lambda name: gr.update(value=both_orders_by_default(name)), c["benchmark"], c["both"],
+                          show_progress="hidden", api_visibility="private")
+    # the items with the report: no Show report needed
+    run_outputs = [c[k] for k in ("status", "runs", "run_id", "report", "plot", "items")]
+    form = [c[k] for k in ("benchmark", "data", "subset", "limit", "strategies", "both")]
+    c["run"].click(launch, form, run_outputs, api_visibility="private", show_progress_on=c["status"])
+    c["resume"].click(resume, c["run_id"], run_outputs, api_visibility="private", show_progress_on=c["status"])
+    c["stop"].click(stop, None, c["status"], api_visibility="private")
+
+
+def _wire_reports(evals: Any, c: dict[str, Any], tab: Any) -> None:
+    """The runs table, a run's report and items, a comparison of two runs."""
 
     def show(rid):
         try:
@@ -117,21 +142,14 @@ def build(services: Any, *, open_in_judge: OpenHook | None = None, tab: Any = No
     def first_cell(evt: gr.SelectData):
         return str(evt.row_value[0]) if evt.row_value else ""
 
-    run_outputs = [status, runs, run_id, report, plot, items]  # the items with the report: no Show report needed
-    run_btn.click(launch, [benchmark, data, subset, limit, strategies, both], run_outputs, api_visibility="private",
-                  show_progress_on=status)
-    resume_btn.click(resume, run_id, run_outputs, api_visibility="private", show_progress_on=status)
-    stop_btn.click(stop, None, status, api_visibility="private")
-    refresh_btn.click(evals.runs_table, None, runs, api_visibility="private")
-    show_btn.click(show, run_id, [report, plot, items, status], api_visibility="private")
-    compare_btn.click(compare, [run_a, run_b], comparison, api_visibility="private")
-    items.select(first_cell, None, judgment_id, api_visibility="private")
-    runs.select(first_cell, None, run_id, api_visibility="private")
-    if open_in_judge is not None:
-        open_in_judge(open_btn, judgment_id, open_status)
-    benchmark.focus(lambda: gr.update(choices=evals.choices()), None, benchmark, api_visibility="private")
+    c["refresh"].click(evals.runs_table, None, c["runs"], api_visibility="private")
+    c["show"].click(show, c["run_id"], [c["report"], c["plot"], c["items"], c["status"]], api_visibility="private")
+    c["compare"].click(compare, [c["run_a"], c["run_b"]], c["comparison"], api_visibility="private")
+    c["items"].select(first_cell, None, c["judgment_id"], api_visibility="private")
+    c["runs"].select(first_cell, None, c["run_id"], api_visibility="private")
+    c["benchmark"].focus(lambda: gr.update(choices=evals.choices()), None, c["benchmark"], api_visibility="private")
     if tab is not None:  # the table as built is the runs as the app started: read them whenever the tab is opened
-        tab.select(evals.runs_table, None, runs, api_visibility="private", show_progress="hidden")
+        tab.select(evals.runs_table, None, c["runs"], api_visibility="private", show_progress="hidden")
 
 
 def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Textbox, status: gr.Textbox) -> None:
@@ -150,16 +168,6 @@ def _open_in_judge(wb: Workbench, button: gr.Button, judgment_id: gr.Textbox, st
             return {**unchanged(outs), status: f"error: {exc}"}
 
     button.click(open_it, judgment_id, outs, api_visibility="private")
-
-
-def run_number(value: Any, field: str) -> int:
-    """A run id typed or clicked into a form field (named in the error when it is empty or not a number)."""
-    text = "" if value is None else str(value).strip()
-    if not text:
-        raise InputError(f'"{field}" is empty: click a run in Runs (or type its number)')
-    if not text.isdigit() or int(text) < 1:
-        raise InputError(f'"{field}" must be a run number like 3, got {text!r}')
-    return int(text)
 
 
 def _interrupted_text(run_ids: list[int]) -> str:

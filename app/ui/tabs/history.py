@@ -9,7 +9,8 @@ import gradio as gr
 from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult
 from reflectrm_app.ui.tabs import judge as judge_tab
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, judgment_number, unchanged
+from reflectrm_app.ui.forms import judgment_number
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, unchanged
 from reflectrm.errors import InputError, ReflectRMError
 
 
@@ -32,14 +33,14 @@ def build(wb: Workbench, tab: Any) -> dict[str, Any]:
     shown = [status, jid, verdict, anatomy, raw]
 
     def listing(text):
-        return views.summaries_frame(services.history(search=text or ""))
+        return views.summaries_frame(services.history.history(search=text or ""))
 
     def reopen(typed):
         try:
             number = judgment_number(typed)
             if number is None:
                 raise InputError("type a judgment number, or select a row")
-            stored = services.open(number)
+            stored = services.judging.open(number)
         except ReflectRMError as exc:
             return [f"error: {exc}", gr.update(), "", "", None]  # nothing of an earlier judgment stays
         twin = f", swapped-order twin #{stored.twin_id}" if stored.twin_id else ""

@@ -10,14 +10,13 @@ import gradio as gr
 
 from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult
-from reflectrm_app.services import build_pair
+from reflectrm_app.ui.forms import build_pair, judgment_number
 from reflectrm_app.ui.tabs.common import (
     LABEL_NAMES,
     LABELS,
     failure_text,
     TabSpec,
     Workbench,
-    judgment_number,
     progress_reporter,
     run_cancellable,
     session_key,
@@ -62,7 +61,7 @@ def cleared_outputs(status: str) -> list[Any]:
 
 def opened_outputs(services: Any, judgment_id: int) -> list[Any]:
     """`JudgeView.outputs`, then the form's values and the base pair, for a stored judgment (as recorded)."""
-    stored = services.open(judgment_id)
+    stored = services.judging.open(judgment_id)
     result = JudgeResult(judgment_id=stored.id, judgment=stored.judgment)
     return [*result_outputs(result, f"opened judgment #{stored.id} as recorded"),
             *form_values(stored.judgment.pair), stored.judgment.pair.to_dict()]
@@ -75,7 +74,7 @@ def form_values(pair: Any) -> list[Any]:
 
 def build(wb: Workbench, tab: Any) -> JudgeView:
     view = JudgeView()
-    settings, example_rows = wb.services.settings, wb.services.judge_examples()
+    settings, example_rows = wb.services.runtime.settings, wb.services.judging.judge_examples()
     with gr.Row():
         with gr.Column(scale=3):
             query = gr.Textbox(label="Query", lines=2, elem_id="judge-query",
@@ -174,7 +173,7 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             pair = build_pair(query=q or "", messages=msgs or "", response_1=a or "", response_2=b or "",
                               label=LABELS[lab or "unknown"], base=base_pair)
             report = progress_reporter(progress)
-            result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.judge(
+            result = run_cancellable(services, session_key(request, "judge"), lambda cancel: services.judging.judge(
                 pair, strategy=strat, seed=sd, cancel=cancel, progress=report))
         except ReflectRMError as exc:
             gr.Warning(failure_text(exc), title="Not judged")  # a toast: the status box may be below the fold
@@ -189,7 +188,7 @@ def _wire_judging(wb: Workbench, view: JudgeView, run: Any, switch: Any) -> None
             if jid is None or not strat:
                 return {**unchanged(view.outputs), view.status: "judge a pair first, then pick a strategy"}
             result = run_cancellable(services, session_key(request, "judge"),
-                                     lambda cancel: services.reaggregate(jid, strat, cancel=cancel))
+                                     lambda cancel: services.judging.reaggregate(jid, strat, cancel=cancel))
         except ReflectRMError as exc:
             return cleared_outputs(failure_text(exc))
         return result_outputs(result, f"strategy {strat} over judgment #{jid}")
@@ -207,11 +206,11 @@ def _wire_picker(wb: Workbench, view: JudgeView, picker: dict[str, Any]) -> None
     fill_outputs = [*view.form, view.base, status]
 
     def pairs_of(name):
-        rows = services.pairs(name) if name else []
+        rows = services.judging.pairs(name) if name else []
         return gr.update(choices=[(f"{pid}: {views.short(p.query, 70)}", pid) for pid, p in rows], value=None)
 
     def fill(name, pair_id):
-        found = dict(services.pairs(name)) if name and pair_id is not None else {}
+        found = dict(services.judging.pairs(name)) if name and pair_id is not None else {}
         if pair_id not in found:  # the dropdown closed without a choice (Esc): leave the form alone
             return unchanged(fill_outputs)
         p = found[pair_id]
@@ -219,7 +218,7 @@ def _wire_picker(wb: Workbench, view: JudgeView, picker: dict[str, Any]) -> None
 
     def add_demo():
         try:
-            report, name = services.add_demo_pairs(30), services.demo_source()
+            report, name = services.judging.add_demo_pairs(30), services.judging.demo_source()
         except ReflectRMError as exc:
             return f"no demo pairs: {exc}", gr.update()
         return (f"demo pairs ({name}): {report.added} added, {report.already_present} already present",
@@ -229,7 +228,7 @@ def _wire_picker(wb: Workbench, view: JudgeView, picker: dict[str, Any]) -> None
         if not path:
             return unchanged([status, source])
         try:
-            report = services.import_file(path)
+            report = services.judging.import_file(path)
         except ReflectRMError as exc:
             return f"import failed: {exc}", gr.update()
         # rows without a source get the file's stem (the store's rule): show that data set

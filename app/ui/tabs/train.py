@@ -3,28 +3,21 @@ the judge, or evaluate it against the active judge first (two stored runs, compa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
 from reflectrm_app.ui import views
 from reflectrm_app.records import TrainRequest
-from reflectrm_app.evaluation import EvaluationService
-from reflectrm_app.training import MIXES
-from reflectrm_app.ui.tabs.common import (
-    TabSpec,
-    Workbench,
-    failure_text,
-    run_cancellable,
-    session_key,
-    unchanged,
-    whole,
-)
+from reflectrm_app.services.training import MIXES
+from reflectrm_app.ui.forms import train_request, whole
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, failure_text, run_cancellable, session_key, unchanged
 from reflectrm.errors import ReflectRMError
 
 
 def _snapshot_choices(services: Any, current: str | None) -> Any:
-    names = [s.name for s in reversed(services.snapshots())]  # newest first
+    names = [s.name for s in reversed(services.curation.snapshots())]  # newest first
     return gr.update(choices=names, value=current if current in names else (names[0] if names else None))
 
 
@@ -42,123 +35,192 @@ def _train_view(services: Any, run_id: int | None, seen: dict[str, Any]) -> dict
             "active": not p.finished}
 
 
+@dataclass(frozen=True, slots=True)
+class TrainPage:
+    """The tab's components, as its layout parts drew them (the handler groups below wire them)."""
+
+    form: dict[str, Any]  # TrainRequest's fields, in `train_request`'s order, plus the Start/Cancel/Resume buttons
+    status: Any
+    watch: dict[str, Any]  # the watched run: progress line, plots, checkpoints, evaluation against the judge
+    runs: Any
+    completions: Any
+    log: Any
+    timer: Any
+    watched: Any  # gr.State: the run shown
+    seen: Any  # gr.State: which parts were last drawn from what (`_train_view`)
+
+    @property
+    def shown(self) -> list[Any]:
+        """What showing a run updates."""
+        w = self.watch
+        return [w["line"], w["loss"], w["reward"], w["checkpoint"], self.completions, self.log, self.runs, self.seen,
+                self.timer, self.watched, self.status]
+
+    @property
+    def request_fields(self) -> list[Any]:
+        return [self.form[k] for k in FORM_FIELDS]
+
+
+FORM_FIELDS = ("snapshot", "base_model", "max_steps", "lr", "lora", "batch", "group", "length", "save", "grad_ckpt",
+               "minutes", "decay", "precision", "mix")
+"""The form's fields, in the order `forms.train_request` takes them."""
+
+
 def build(wb: Workbench, tab: Any) -> None:
-    services, active_judge = wb.services, wb.active_judge
-    training = services.training
-    evaluations = EvaluationService(services)
-    d = training.defaults()
+    d = wb.services.training.defaults()
     with gr.Row():
         with gr.Column(scale=2):
-            with gr.Row():
-                snapshot = gr.Dropdown(label="Snapshot (take one in Curate)", choices=[], scale=3,
-                                       elem_id="train-snapshot")
-                refresh = gr.Button("Refresh", size="sm", scale=1, elem_id="train-refresh")
-            mix = gr.Radio([(label, key) for key, label in MIXES.items()], value="paper",
-                           label="Mix of preference examples and reflection pairs", elem_id="train-mix")
-            snapshot_mix = gr.Markdown(elem_id="train-snapshot-mix")
-            base_model = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
-                                    elem_id="train-base-model")
-            with gr.Row():
-                max_steps = gr.Number(d.config.max_steps, label="Max steps", elem_id="train-max-steps")
-                lr = gr.Number(d.config.learning_rate, label="Learning rate", elem_id="train-lr")
-                minutes = gr.Number(d.max_minutes, label="Time budget, minutes (0 = none)",
-                                    elem_id="train-minutes")
-                lora = gr.Checkbox(d.config.lora, label="LoRA adapter", elem_id="train-lora")
-            with gr.Accordion("More settings", open=False):
-                with gr.Row():
-                    batch = gr.Number(d.config.batch_size, label="Prompts per step",
-                                      elem_id="train-batch")
-                    group = gr.Number(d.config.num_generations,
-                                      label="Group size (samples per prompt)", elem_id="train-group")
-                with gr.Row():
-                    length = gr.Number(d.config.max_completion_length, label="Max completion tokens",
-                                       elem_id="train-length")
-                    save = gr.Number(d.config.save_steps, label="Checkpoint every N steps",
-                                     elem_id="train-save")
-                grad_ckpt = gr.Checkbox(d.config.gradient_checkpointing,
-                                        label="Gradient checkpointing (less GPU memory, slower)")
-                with gr.Row():
-                    decay = gr.Checkbox(d.decay_over_time, label="Decay the rate to 0 over the time budget",
-                                        elem_id="train-decay")
-                    precision = gr.Dropdown(
-                        [("auto: bf16 on a GPU, fp32 on a CPU", "auto"),
-                         ("bf16 (on a CPU: autocast, pays with AMX / AVX512-BF16)", "bf16"), ("fp32", "fp32")],
-                        value=d.precision, label="Precision", elem_id="train-precision")
-            with gr.Row():
-                start = gr.Button("Start", variant="primary", elem_id="train-start")
-                cancel = gr.Button("Cancel", variant="stop", elem_id="train-cancel")
-                resume = gr.Button("Resume", elem_id="train-resume")
+            form = _form(d)
             status = gr.Textbox(label="Status", interactive=False, elem_id="train-status")
         with gr.Column(scale=3):
-            line = gr.Textbox(label="Progress", interactive=False, elem_id="train-progress")
-            with gr.Row():
-                loss = gr.LinePlot(views.curve_frame([], "loss"), x="step", y="loss", title="Loss", height=240,
-                                   elem_id="train-loss")
-                reward = gr.LinePlot(views.curve_frame([], "reward"), x="step", y="reward", title="Mean reward",
-                                     y_lim=[0, 1], height=240, elem_id="train-reward")
-            with gr.Row():
-                checkpoint = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3,
-                                         elem_id="train-checkpoint")
-                use = gr.Button("Use as judge", scale=1, elem_id="train-use")
-            with gr.Accordion("Evaluate this checkpoint against the active judge", open=False):
-                with gr.Row():
-                    bench = gr.Dropdown(evaluations.choices(), value="demo", label="Benchmark or data set",
-                                        elem_id="train-eval-benchmark")
-                    bench_limit = gr.Number(50, label="Pairs at most", precision=0, elem_id="train-eval-limit")
-                    evaluate = gr.Button("Evaluate against the judge", elem_id="train-eval")
-                evaluated = gr.Markdown(elem_id="train-eval-result")
+            watch = _watch_panel(wb.services.evaluation.choices())
     runs = gr.Dataframe(views.runs_frame([]), label="Runs, newest first (select a row to watch it)",
                         interactive=False, elem_id="train-runs")
     completions = gr.Dataframe(views.completions_frame([]), label="Recent completions (newest first)",
                                interactive=False, wrap=True, elem_id="train-completions")
     log = gr.Textbox(label="Log (the end)", lines=12, max_lines=20, interactive=False, autoscroll=True,
                      elem_id="train-log")
-    timer = gr.Timer(2.0, active=False)
-    watched = gr.State(None)
-    seen = gr.State({})
+    page = TrainPage(form=form, status=status, watch=watch, runs=runs, completions=completions, log=log,
+                     timer=gr.Timer(2.0, active=False), watched=gr.State(None), seen=gr.State({}))
+    show = _shower(wb.services, page)
+    _wire_watching(wb.services, page, tab, show)
+    _wire_runs(wb.services, page, show)
+    _wire_checkpoints(wb, page)
 
-    shown = [line, loss, reward, checkpoint, completions, log, runs, seen, timer, watched, status]
-    use_outputs = [status, active_judge, base_model]
-    form = [snapshot, base_model, max_steps, lr, lora, batch, group, length, save, grad_ckpt, minutes, decay, precision,
-            mix]
+
+def _form(d: TrainRequest) -> dict[str, Any]:
+    """The run's settings, the snapshot and its mix first; then Start, Cancel and Resume."""
+    f: dict[str, Any] = {}
+    with gr.Row():
+        f["snapshot"] = gr.Dropdown(label="Snapshot (take one in Curate)", choices=[], scale=3, elem_id="train-snapshot")
+        f["refresh"] = gr.Button("Refresh", size="sm", scale=1, elem_id="train-refresh")
+    f["mix"] = gr.Radio([(label, key) for key, label in MIXES.items()], value="paper",
+                        label="Mix of preference examples and reflection pairs", elem_id="train-mix")
+    f["snapshot_mix"] = gr.Markdown(elem_id="train-snapshot-mix")
+    f["base_model"] = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
+                                 elem_id="train-base-model")
+    with gr.Row():
+        f["max_steps"] = gr.Number(d.config.max_steps, label="Max steps", elem_id="train-max-steps")
+        f["lr"] = gr.Number(d.config.learning_rate, label="Learning rate", elem_id="train-lr")
+        f["minutes"] = gr.Number(d.max_minutes, label="Time budget, minutes (0 = none)", elem_id="train-minutes")
+        f["lora"] = gr.Checkbox(d.config.lora, label="LoRA adapter", elem_id="train-lora")
+    with gr.Accordion("More settings", open=False):
+        _more_settings(d, f)
+    with gr.Row():
+        f["start"] = gr.Button("Start", variant="primary", elem_id="train-start")
+        f["cancel"] = gr.Button("Cancel", variant="stop", elem_id="train-cancel")
+        f["resume"] = gr.Button("Resume", elem_id="train-resume")
+    return f
+
+
+def _more_settings(d: TrainRequest, f: dict[str, Any]) -> None:
+    with gr.Row():
+        f["batch"] = gr.Number(d.config.batch_size, label="Prompts per step", elem_id="train-batch")
+        f["group"] = gr.Number(d.config.num_generations, label="Group size (samples per prompt)", elem_id="train-group")
+    with gr.Row():
+        f["length"] = gr.Number(d.config.max_completion_length, label="Max completion tokens", elem_id="train-length")
+        f["save"] = gr.Number(d.config.save_steps, label="Checkpoint every N steps", elem_id="train-save")
+    f["grad_ckpt"] = gr.Checkbox(d.config.gradient_checkpointing,
+                                 label="Gradient checkpointing (less GPU memory, slower)")
+    with gr.Row():
+        f["decay"] = gr.Checkbox(d.decay_over_time, label="Decay the rate to 0 over the time budget",
+                                 elem_id="train-decay")
+        f["precision"] = gr.Dropdown(
+            [("auto: bf16 on a GPU, fp32 on a CPU", "auto"),
+             ("bf16 (on a CPU: autocast, pays with AMX / AVX512-BF16)", "bf16"), ("fp32", "fp32")],
+            value=d.precision, label="Precision", elem_id="train-precision")
+
+
+def _watch_panel(benchmarks: list[str]) -> dict[str, Any]:
+    """The watched run: its progress, loss and reward, its checkpoints and what to do with one."""
+    w: dict[str, Any] = {"line": gr.Textbox(label="Progress", interactive=False, elem_id="train-progress")}
+    with gr.Row():
+        w["loss"] = gr.LinePlot(views.curve_frame([], "loss"), x="step", y="loss", title="Loss", height=240,
+                                elem_id="train-loss")
+        w["reward"] = gr.LinePlot(views.curve_frame([], "reward"), x="step", y="reward", title="Mean reward",
+                                  y_lim=[0, 1], height=240, elem_id="train-reward")
+    with gr.Row():
+        w["checkpoint"] = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3, elem_id="train-checkpoint")
+        w["use"] = gr.Button("Use as judge", scale=1, elem_id="train-use")
+    with gr.Accordion("Evaluate this checkpoint against the active judge", open=False):
+        with gr.Row():
+            w["bench"] = gr.Dropdown(benchmarks, value="demo", label="Benchmark or data set",
+                                     elem_id="train-eval-benchmark")
+            w["bench_limit"] = gr.Number(50, label="Pairs at most", precision=0, elem_id="train-eval-limit")
+            w["evaluate"] = gr.Button("Evaluate against the judge", elem_id="train-eval")
+        w["evaluated"] = gr.Markdown(elem_id="train-eval-result")
+    return w
+
+
+def _shower(services: Any, page: TrainPage) -> Any:
+    """`show(run_id, last, full=False)`: the updates that draw a run (only its parts that changed since `last`)."""
+    w, shown = page.watch, page.shown
 
     def show(run_id, last, *, full: bool = False) -> dict:
         got = _train_view(services, run_id, {} if full else (last or {}))
-        out: dict[Any, Any] = {**unchanged(shown), line: got["line"], seen: got["seen"],
-                               timer: gr.Timer(active=got["active"]), watched: run_id}
+        out: dict[Any, Any] = {**unchanged(shown), w["line"]: got["line"], page.seen: got["seen"],
+                               page.timer: gr.Timer(active=got["active"]), page.watched: run_id}
         if not got["active"] and "view" in got and "step" in got["changed"]:
-            out[status] = got["line"]  # a cancel's "stops after the step in progress" is over: say how it ended
+            out[page.status] = got["line"]  # a cancel's "stops after the step in progress" is over: say how it ended
         if "view" not in got:
             return out
         view, changed = got["view"], got["changed"]
         if "step" in changed:
-            out.update({loss: views.curve_frame(view.progress.loss, "loss"),
-                        reward: views.curve_frame(view.progress.reward, "reward"),
-                        runs: views.runs_frame(training.runs())})
+            out.update({w["loss"]: views.curve_frame(view.progress.loss, "loss"),
+                        w["reward"]: views.curve_frame(view.progress.reward, "reward"),
+                        page.runs: views.runs_frame(services.training.runs())})
         if "checkpoints" in changed:
             choices = views.checkpoint_choices(view.checkpoints)
-            out[checkpoint] = gr.update(choices=choices, value=choices[0][1] if choices else None)
+            out[w["checkpoint"]] = gr.update(choices=choices, value=choices[0][1] if choices else None)
         if "completions" in changed:
-            out[completions] = views.completions_frame(view.progress.completions)
+            out[page.completions] = views.completions_frame(view.progress.completions)
         if "log" in changed:
-            out[log] = view.progress.log_tail
+            out[page.log] = view.progress.log_tail
         return out
 
-    def request_of(snap, model, steps, rate, use_lora, prompts, size, tokens, every, ckpt, budget, decayed,
-                   dtype, chosen_mix) -> TrainRequest:
-        return TrainRequest.from_form(
-            snapshot=snap or "", base_model=model or "", max_steps=whole(steps, "max steps", minimum=1),
-            learning_rate=float(rate or 0), lora=bool(use_lora),
-            batch_size=whole(prompts, "prompts per step", minimum=1),
-            num_generations=whole(size, "group size", minimum=2),
-            max_completion_length=whole(tokens, "max completion tokens", minimum=1),
-            save_steps=whole(every, "checkpoint every N steps", minimum=1), gradient_checkpointing=bool(ckpt),
-            max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto",
-            mix=chosen_mix or "paper")
+    return show
+
+
+def _wire_watching(services: Any, page: TrainPage, tab: Any, show: Any) -> None:
+    """The live view: the timer, opening the tab, picking a run, the snapshot list and its mix, the log's end."""
+    shown, snapshot, mix, training = page.shown, page.form["snapshot"], page.form["mix"], services.training
+
+    def open_tab(run_id, last, current):
+        if run_id is None:
+            listed = training.runs()
+            run_id = listed[0].id if listed else None
+        return {**show(run_id, last, full=True), snapshot: _snapshot_choices(services, current)}
+
+    def select_run(evt: gr.SelectData):
+        row = evt.row_value
+        return show(int(row[0]), {}, full=True) if row else unchanged(shown)
+
+    def mix_text(name, chosen):
+        return views.snapshot_mix_text(services.curation.snapshots(), name or "",
+                                       training.data_mix(name or "", chosen or "paper"))
+
+    quiet = {"api_visibility": "private", "show_progress": "hidden"}
+    page.timer.tick(lambda run_id, last: show(run_id, last), [page.watched, page.seen], shown, **quiet)
+    tab.select(open_tab, [page.watched, page.seen, snapshot], [*shown, snapshot], **quiet)
+    page.form["refresh"].click(lambda current: _snapshot_choices(services, current), snapshot, snapshot,
+                               api_visibility="private")
+    for changed in (snapshot, mix):
+        changed.change(mix_text, [snapshot, mix], page.form["snapshot_mix"], api_visibility="private",
+                       show_progress="hidden")
+    page.runs.select(select_run, None, shown, **quiet)
+    # a read-only Textbox does not follow new text on its own: show the end of the log, where the news is
+    page.log.change(None, None, None, js="() => { const t = document.querySelector('#train-log textarea'); "
+                                         "if (t) { requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; }); } }",
+                    api_visibility="private")
+
+
+def _wire_runs(services: Any, page: TrainPage, show: Any) -> None:
+    """Start, Cancel and Resume."""
+    shown, status, training = page.shown, page.status, services.training
 
     def start_run(*values):
         try:
-            run = training.start(request_of(*values))
+            run = training.start(train_request(*values))
         except ReflectRMError as exc:
             return {**unchanged(shown), status: f"error: {exc}"}
         used = run.config.get("data_mix") or {}
@@ -190,26 +252,37 @@ def build(wb: Workbench, tab: Any) -> None:
         return {**show(run.id, {}, full=True),
                 status: views.resumed_text(run.id, start, max_steps=run.config.get("max_steps"))}
 
+    page.form["start"].click(start_run, page.request_fields, shown, api_visibility="private", concurrency_limit=1)
+    page.form["cancel"].click(cancel_run, [page.watched, page.seen], shown, api_visibility="private")
+    page.form["resume"].click(resume_run, [page.watched, page.form["max_steps"]], shown, api_visibility="private",
+                              concurrency_limit=1)
+
+
+def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
+    """A checkpoint of the watched run: use it as the judge, or evaluate it against the active judge first."""
+    services, w, status = wb.services, page.watch, page.status
+    use_outputs = [status, wb.active_judge, page.form["base_model"]]
+
     def use_checkpoint(run_id, path):
         if run_id is None or not path:
             return {**unchanged(use_outputs),
                     status: "error: pick a checkpoint of a run first (a run saves them as it trains)"}
         try:
-            name = services.use_judge(int(run_id), path)
+            name = services.runtime.use_judge(services.training.checkpoint(int(run_id), path).path)
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
         return {status: f"the judge is now {name}: judgments from now on use it",
-                active_judge: services.active_judge_label(),
-                base_model: name}
+                wb.active_judge: services.runtime.active_judge_label(),
+                page.form["base_model"]: name}
 
     def evaluate_checkpoint(run_id, path, name, most, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         # both runs stored and paired per item: "the checkpoint is better" is a tested claim, not a glance
         if run_id is None or not path:
             return "error: pick a checkpoint of a run first (a run saves them as it trains)"
         try:
-            found = training.checkpoint(int(run_id), path)
+            found = services.training.checkpoint(int(run_id), path)
             result = run_cancellable(services, session_key(request, "train-eval"), lambda cancel: (
-                evaluations.checkpoint_against_judge(
+                services.evaluation.checkpoint_against_judge(
                     str(found.path), benchmark=name or "demo", limit=whole(most, "pairs at most", minimum=1),
                     cancel=cancel, progress=lambda done, total: progress(done / max(1, total),
                                                                          desc=f"{done}/{total} pairs"))))
@@ -218,39 +291,10 @@ def build(wb: Workbench, tab: Any) -> None:
         return (f"**Run {result.judge_run}** (the active judge) against **run {result.checkpoint_run}** "
                 f"({found.path.name}); both are in the Evaluate tab.\n\n{result.markdown}")
 
-    def open_tab(run_id, last, current):
-        if run_id is None:
-            listed = training.runs()
-            run_id = listed[0].id if listed else None
-        return {**show(run_id, last, full=True), snapshot: _snapshot_choices(services, current)}
-
-    def select_run(evt: gr.SelectData):
-        row = evt.row_value
-        return show(int(row[0]), {}, full=True) if row else unchanged(shown)
-
-    quiet = {"api_visibility": "private", "show_progress": "hidden"}
-    timer.tick(lambda run_id, last: show(run_id, last), [watched, seen], shown, **quiet)
-    tab.select(open_tab, [watched, seen, snapshot], [*shown, snapshot], **quiet)
-    refresh.click(lambda current: _snapshot_choices(services, current), snapshot, snapshot, api_visibility="private")
-
-    def mix_text(name, chosen):
-        return views.snapshot_mix_text(services.snapshots(), name or "",
-                                       training.data_mix(name or "", chosen or "paper"))
-
-    for changed in (snapshot, mix):
-        changed.change(mix_text, [snapshot, mix], snapshot_mix, api_visibility="private", show_progress="hidden")
-    start.click(start_run, form, shown, api_visibility="private", concurrency_limit=1)
-    cancel.click(cancel_run, [watched, seen], shown, api_visibility="private")
-    resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)
-    use.click(use_checkpoint, [watched, checkpoint], use_outputs, api_visibility="private",
-              concurrency_limit=1)
-    evaluate.click(evaluate_checkpoint, [watched, checkpoint, bench, bench_limit], evaluated, api_visibility="private",
+    w["use"].click(use_checkpoint, [page.watched, w["checkpoint"]], use_outputs, api_visibility="private",
                    concurrency_limit=1)
-    runs.select(select_run, None, shown, **quiet)
-    # a read-only Textbox does not follow new text on its own: show the end of the log, where the news is
-    log.change(None, None, None, js="() => { const t = document.querySelector('#train-log textarea'); "
-                                    "if (t) { requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; }); } }",
-               api_visibility="private")
+    w["evaluate"].click(evaluate_checkpoint, [page.watched, w["checkpoint"], w["bench"], w["bench_limit"]],
+                        w["evaluated"], api_visibility="private", concurrency_limit=1)
 
 
 TAB = TabSpec(label="Train", id="train", build=build)

@@ -1,7 +1,7 @@
 """The Train tab's service: GRPO runs on a store snapshot, each in its own process (`reflectrm.training.jobs`).
 
     run = training.start(TrainRequest.from_form(snapshot="train-1", base_model=str(DEMO_MODEL_DIR), max_steps=100))
-    view = training.watch(run.id)       # RunView: the stored run and its folder's live progress
+    view = training.watch(run.id)       # TrainingRunView: the stored run and its folder's live progress
     training.cancel(run.id)             # stops after the step in progress, with a checkpoint
     training.resume(run.id)             # continues from the last checkpoint
 
@@ -27,9 +27,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
-from reflectrm_app.records import PAPER_MIX, RunView, TrainRequest
+from reflectrm_app.records import PAPER_MIX, TrainingRunView, TrainRequest
+from reflectrm_app.services.runtime import DATA_ROOT_FIX, Runtime, default_runs_dir
 from reflectrm_app.settings import AppSettings
 from reflectrm_db.records import SnapshotRecord, TrainingRunRecord
 from reflectrm_db.services import JudgmentStore
@@ -110,14 +109,6 @@ def plan_mix(preference: int, reflection: int, *, choice: str = "paper", seed: i
                    kept_reflection=keep_r, replay=replay, seed=seed)
 
 
-def default_runs_dir(database_url: str, *, name: str = "runs") -> Path:
-    """`runs/` (or `name`) beside a SQLite store's file; `./runs` for an in-memory or server database."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(url.database).resolve().parent / name
-    return Path(name).resolve()
-
-
 def slug(text: str, *, limit: int = 40) -> str:
     """`text` as a safe piece of a folder name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:limit] or "snapshot"
@@ -152,6 +143,17 @@ class TrainingService:
     data_root_fix: str = "set REFLECTRM_DATA_ROOT"
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _jobs: dict[int, jobs.TrainJob] = field(default_factory=dict)  # runs this process started: it reaps them
+
+    @classmethod
+    def over(cls, runtime: Runtime) -> TrainingService:
+        """The app's training service: runs in the settings' runs folder (else `runs/` beside a SQLite store),
+        base models confined to the runtime's data root; runs that were going when the app last stopped are
+        marked interrupted."""
+        runs_dir = Path(runtime.settings.app.runs_dir or default_runs_dir(runtime.store_url)).resolve()
+        service = cls(store=runtime.store, settings=runtime.settings, runs_dir=runs_dir,
+                      active_judge=lambda: runtime.model.name, data_root=runtime.data_root, data_root_fix=DATA_ROOT_FIX)
+        service.reconcile()
+        return service
 
     # --- the form --------------------------------------------------------------------------------------
 
@@ -400,14 +402,14 @@ class TrainingService:
 
     # --- watching --------------------------------------------------------------------------------------
 
-    def watch(self, run_id: int, *, completions: int = 16) -> RunView:
+    def watch(self, run_id: int, *, completions: int = 16) -> TrainingRunView:
         """A run's live progress; the store's row is brought up to date with it."""
         run = self.store.training_run(int(run_id))
         job = self._jobs.get(run.id)
         if job is not None:
             job.progress(completions=0)  # reaps an exited worker, so a crash is not taken for a live process
         progress = read_progress(run.run_dir, completions=completions, log_chars=LOG_CHARS)
-        return RunView(run=self._sync(run, progress), progress=progress)
+        return TrainingRunView(run=self._sync(run, progress), progress=progress)
 
     def runs(self) -> list[TrainingRunRecord]:
         """Every recorded run, newest first; runs last seen active are brought up to date."""

@@ -5,14 +5,15 @@
                                 "greedy"))), backend=backend, config=JudgeConfig())
     evals.report(run.id); evals.compare(run_a, run_b)
 
-    service = EvaluationService(services)   # the Evaluate and Train tabs: the app's judge, Stop, resume, views
+    service = EvaluationService(runtime)    # the Evaluate and Train tabs: the app's judge, Stop, resume, views
     service.run(service.request("demo", limit=50), cancel=threading.Event())
 
 `Evaluations` loads a benchmark, runs the judge over it batch by batch with the library's runner
 (`reflectrm.eval.runner.evaluate`), keeps each batch in the store (`reflectrm_db.evaluation.EvalStore`),
 and reports and compares runs (`reflectrm.eval.scoring`, `reflectrm.eval.compare`). `EvaluationService`
-is the same over the app's services: its guarded backend and settings, a checkpoint against the active
-judge, and the tab's tables and reports (its handlers call these and format nothing themselves).
+is the same over the app's runtime (`reflectrm_app.services.runtime`): its guarded backend and settings, a
+checkpoint against the active judge, and the tab's tables and reports (its handlers call these and format
+nothing themselves).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reflectrm_app.resources import Cancelled
+from reflectrm_app.services.runtime import Runtime
 from reflectrm_db.evaluation import EvalRunRecord, EvalStore
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
@@ -40,7 +42,7 @@ from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report
 
 __all__ = ("DATA_SET_PREFIX", "ITEM_COLUMNS", "RUN_COLUMNS", "CheckpointComparison", "EvalRequest", "EvaluationService",
-           "Evaluations", "RunView", "both_orders_by_default", "pairs_fingerprint")
+           "Evaluations", "EvalReportView", "both_orders_by_default", "pairs_fingerprint")
 
 
 # --- stored, resumable runs -----------------------------------------------------------------------------------
@@ -221,8 +223,8 @@ def both_orders_by_default(benchmark: str | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class RunView:
-    """A run's report as the tab shows it."""
+class EvalReportView:
+    """An evaluation run's report as the Evaluate tab shows it (a training run's view is `records.TrainingRunView`)."""
 
     run_id: int
     markdown: str
@@ -239,15 +241,15 @@ class CheckpointComparison:
 
 
 class EvaluationService:
-    """One per app (shares the app's store, model and generation lock)."""
+    """The Evaluate tab's service, one per app, over the app's `Runtime` (its store, judge and generation lock)."""
 
-    def __init__(self, services: Any) -> None:
-        self.services = services
-        self.evals = Evaluations(services.store)
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.evals = Evaluations(runtime.store)
 
     def choices(self) -> list[str]:
         """Benchmarks, then the store's data sets (imported files, demo pairs)."""
-        return [*BENCHMARKS, "file", *(DATA_SET_PREFIX + s for s in self.services.sources())]
+        return [*BENCHMARKS, "file", *(DATA_SET_PREFIX + s for s in self.runtime.store.sources())]
 
     def request(self, benchmark: str, *, data: str = "", subset: str = "", limit: int | None = None,
                 strategies: Sequence[str] = ("reflectrm",), both_orders: bool = False, seed: int = 0) -> EvalRequest:
@@ -260,21 +262,22 @@ class EvaluationService:
             raise InputError(f'"Pairs at most" must be a whole number of at least 1 (leave it empty for every pair), '
                              f"got {limit:g}")
         plan = EvalPlan(strategies=tuple(strategies) or ("reflectrm",), both_orders=both_orders,
-                        too_long="skip", batch_size=self.services.settings.app.audit_batch_size)
+                        too_long="skip", batch_size=self.runtime.settings.app.audit_batch_size)
         pairs: tuple = ()
         if benchmark.startswith(DATA_SET_PREFIX):
-            pairs = tuple(p for _, p in self.services.pairs(benchmark.removeprefix(DATA_SET_PREFIX), limit=100_000))
+            stored = self.runtime.store.list_pairs(source=benchmark.removeprefix(DATA_SET_PREFIX) or None, limit=100_000)
+            pairs = tuple(p.pair for p in stored)
             if not any(p.label is not None for p in pairs):
                 raise InputError(f"{benchmark} has no labelled pairs: evaluation needs labels")
         # the path a user typed, confined to the app's data root (a stored run's, on resume, passes here again)
-        path = self.services.user_path(data) if data.strip() else None
+        path = self.runtime.user_path(data) if data.strip() else None
         return EvalRequest(benchmark=benchmark, data=path, subset=subset or None,
                            limit=None if limit is None else int(limit), plan=plan, seed=seed, pairs=pairs)
 
     def run(self, request: EvalRequest, *, cancel: threading.Event,
             progress: Callable[[int, int], None] | None = None) -> EvalRunRecord:
         """Run (or resume) with the active judge; Stop ends it after the current generation call."""
-        backend = self.services._backend(cancel)  # the app's guarded backend: its lock, its Stop
+        backend = self.runtime.backend(cancel)  # the app's guarded backend: its lock, its Stop
         try:
             return self._run_with(backend, request, cancel=cancel, progress=progress)
         except Cancelled:
@@ -283,7 +286,7 @@ class EvaluationService:
     def _run_with(self, backend: Any, request: EvalRequest, *, cancel: threading.Event,
                   progress: Callable[[int, int], None] | None) -> EvalRunRecord:
         """`request` judged by `backend` with the app's judge settings; Stop (or Ctrl-C) marks the run stopped."""
-        return self.evals.run(request, backend=backend, config=self.services.settings.judge_config(),
+        return self.evals.run(request, backend=backend, config=self.runtime.settings.judge_config(),
                               should_stop=cancel.is_set, progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
 
     def mark_interrupted(self) -> list[int]:
@@ -321,7 +324,7 @@ class EvaluationService:
         judge_run = self.run(request, cancel=cancel, progress=progress)
         if cancel.is_set():
             raise Cancelled("stopped: the active judge's run is kept and resumes on the next try")
-        checkpoint_run = self._run_with(self.services.model_backend(checkpoint, cancel), request, cancel=cancel,
+        checkpoint_run = self._run_with(self.runtime.model_backend(checkpoint, cancel), request, cancel=cancel,
                                         progress=progress)
         comparison = compare_markdown(self.evals.compare(judge_run.id, checkpoint_run.id))
         return CheckpointComparison(judge_run=judge_run.id, checkpoint_run=checkpoint_run.id, markdown=comparison)
@@ -331,10 +334,10 @@ class EvaluationService:
                  ",".join(r.config.get("strategies", [])), bool(r.config.get("both_orders")), r.partial]
                 for r in self.evals.runs()]
 
-    def view(self, run_id: int) -> RunView:
+    def view(self, run_id: int) -> EvalReportView:
         run = self._get(run_id)
         report = self.evals.report(int(run.id))  # an unfinished run's report says so at its top (`incomplete`)
-        return RunView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
+        return EvalReportView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
 
     def compare(self, run_a: int, run_b: int) -> str:
         self._get(run_a), self._get(run_b)
