@@ -72,7 +72,7 @@ def demo_training_replayed_once_per_card():
     replayed: dict[str, frozenset] = {}
 
     def once(card):
-        key = json.dumps(card, sort_keys=True)
+        key = json.dumps(card, sort_keys=True, default=repr)
         if key not in replayed:
             replayed[key] = frozenset(replay(card))
         return set(replayed[key])
