@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any, NoReturn
@@ -78,12 +79,12 @@ def _quiet_libraries() -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
-    try:
-        from transformers.utils import logging as hf_logging
+    if "transformers" not in sys.modules:  # it reads its level when first imported: a command that loads no model
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # does not pay a second to import it here
+        return
+    from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
+    hf_logging.set_verbosity_error()
 
 
 if __name__ == "__main__":

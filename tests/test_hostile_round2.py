@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,13 +138,38 @@ FOREIGN = [
     pytest.param("newer.db", "unknown to this reflectrm", id="newer-store"),
 ])
 @pytest.mark.parametrize("args", FOREIGN)
-def test_a_database_that_is_not_this_versions_store_is_refused_byte_for_byte(args: list[str], db: str, expected: str,
-                                                                              world: Path) -> None:
+def test_a_database_that_is_not_this_versions_store_is_refused_byte_for_byte(
+    args: list[str], db: str, expected: str, world: Path, no_reflectrm_environment: None,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
     """Refused before any pragma: the WAL switch used to rewrite the file's header (and leave -wal/-shm)."""
+    from reflectrm_app.cli import main
+
+    monkeypatch.chdir(world)
     before = snapshot(world)
-    done = run_cli([*args, "--db", str(world / db)] if args[-1] != "--db" else [*args, str(world / db)], cwd=world)
+    code = main(_foreign_argv(args, world / db, world))
+    assert_refused(subprocess.CompletedProcess(args, code, "", capsys.readouterr().err), expected)
+    assert snapshot(world) == before
+
+
+@pytest.mark.parametrize(("args", "db", "expected"), [  # each kind of database once more, through a real process
+    pytest.param(["export", "judgments", "--out", "{w}/o.jsonl"], "foreign-0005.db", "another application's database",
+                 id="export-foreign-head-0005"),
+    pytest.param(["import", "{w}/pairs.jsonl"], "foreign-abc.db", "another application's database",
+                 id="import-foreign-head-unknown"),
+    pytest.param(["db", "upgrade"], "newer.db", "unknown to this reflectrm", id="db-upgrade-newer-store"),
+])
+def test_a_database_that_is_not_this_versions_store_is_refused_in_a_real_process(args: list[str], db: str,
+                                                                                 expected: str, world: Path) -> None:
+    before = snapshot(world)
+    done = run_cli(_foreign_argv(args, world / db, world), cwd=world)
     assert_refused(done, expected)
     assert snapshot(world) == before
+
+
+def _foreign_argv(args: list[str], db: Path, world: Path) -> list[str]:
+    argv = [*args, "--db", str(db)] if args[-1] != "--db" else [*args, str(db)]
+    return [a.replace("{w}", str(world)) for a in argv]
 
 
 @pytest.mark.parametrize("args", [

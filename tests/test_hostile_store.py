@@ -11,8 +11,9 @@
       says                  by name; an in-memory store, gone when the command exits, is refused
     nothing left behind     an export with nothing to export writes nothing; a failed migration rolls back
 
-The command-line cases run in a real process: exit 2, one line on stderr, no traceback, and every file of
-the world (the database, its -wal, -shm and -journal files among them) byte for byte as before.
+The command-line cases run through `main()`, and one case of each class in a real process as well: exit 2, one
+line on stderr, no traceback, and every file of the world (the database, its -wal, -shm and -journal files among
+them) byte for byte as before.
 """
 
 from __future__ import annotations
@@ -197,12 +198,40 @@ REFUSED = [
 ]
 
 
+# One case of each class also runs in a real process: the exit status, stderr and the files as a shell leaves them.
+REAL_PROCESS = {"old-store-import", "lookalike-upgrade", "random-bytes-import", "zero-bytes-backup", "damaged-export",
+                "orphan-wal-import", "url-timeout-abc", "url-mode-ro-import", "in-memory-judge-db", "export-nothing"}
+
+
+def _argv(args: list[str], db: str, world: Path) -> list[str]:
+    return [a.replace("{w}", str(world)) for a in [*args, db if "://" in db else str(world / db)]]
+
+
 @pytest.mark.parametrize(("args", "db", "expected"), REFUSED)
-def test_a_refusal_is_one_line_and_writes_nothing(args: list[str], db: str, expected: str, world: Path) -> None:
+def test_a_refusal_is_one_line_and_writes_nothing(args: list[str], db: str, expected: str, world: Path,
+                                                  no_reflectrm_environment: None, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from reflectrm_app.cli import main
+
+    monkeypatch.chdir(world)  # as the real process runs: a default ./reflectrm.db would land in the world, and show
     before = snapshot(world)
-    done = run_cli([*args, db if "://" in db else str(world / db)], cwd=world)
+    code = main(_argv(args, db, world))
+    err = capsys.readouterr().err
+    _one_line(subprocess.CompletedProcess(args, code, "", err), expected)
+    assert snapshot(world) == before
+
+
+@pytest.mark.parametrize(("args", "db", "expected"), [case for case in REFUSED if case.id in REAL_PROCESS])
+def test_a_refusal_in_a_real_process_is_one_line_and_writes_nothing(args: list[str], db: str, expected: str,
+                                                                   world: Path) -> None:
+    before = snapshot(world)
+    done = run_cli(_argv(args, db, world), cwd=world)
     _one_line(done, expected)
     assert snapshot(world) == before
+
+
+def test_every_real_process_case_names_a_case() -> None:
+    assert REAL_PROCESS <= {case.id for case in REFUSED}
 
 
 def test_an_old_store_is_backed_up_then_upgraded_as_the_refusal_says(world: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -27,8 +28,9 @@ from reflectrm.backends import ScriptedBackend
 from reflectrm.demo import DEMO_MODEL_DIR
 from reflectrm.demo.tasks import make_pairs
 from reflectrm.errors import ConfigError, InputError, ReflectRMError
+from reflectrm.training import jobs
 from reflectrm.training.grpo import TrainConfig
-from reflectrm.training.runs import RunFiles, process_start
+from reflectrm.training.runs import RunFiles, list_checkpoints, process_start, read_progress
 from tests.app.conftest import make_services
 from tests.db.helpers import scripted_output
 
@@ -348,6 +350,8 @@ def test_a_run_trains_is_recorded_and_its_checkpoint_becomes_the_judge(train_ser
 
 @pytest.mark.slow
 def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_services: Services, paths) -> None:
+    """The whole job lifecycle in real worker processes: cancel, resume, a kill nobody records, an app restart,
+    and a resume past a checkpoint a kill cut off mid-save (the jobs layer's and the app's checks in one run)."""
     services = train_services
     run = services.training.start(request(max_steps=40, save_steps=1))
     view = wait_for(services, run.id, lambda v: v.progress.step >= 1 or v.progress.finished)
@@ -356,7 +360,7 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
     assert view.progress.state == "cancelled", view.progress.log_tail
     at = view.progress.step
     assert services.runtime.store.training_run(run.id).status == "cancelled"
-    assert view.checkpoints[-1].step == at
+    assert 1 <= at < 40 and view.checkpoints[-1].step == at and not view.checkpoints[-1].final
 
     services.training.resume(run.id)
     view = wait_for(services, run.id, lambda v: v.progress.step > at or v.progress.finished)
@@ -366,12 +370,19 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
     os.waitpid(pid, 0)
     services.close()
     assert services.runtime.store.training_run(run.id).status == "running"
+    assert read_progress(run.run_dir).state == "interrupted"  # its folder, read: the process is gone
 
     restarted = open_services(*paths)
     try:
         assert restarted.runtime.store.training_run(run.id).status == "interrupted"
+        assert jobs.reconcile(run.run_dir) == "interrupted"  # the restart recorded it in the folder too
         last = restarted.training.watch(run.id).checkpoints[-1].step
         assert last >= at
+        # what a kill in the middle of a save leaves: a newer checkpoint without its trainer_state.json
+        half_saved = Path(run.run_dir) / f"checkpoint-{last + 5}"
+        shutil.copytree(Path(run.run_dir) / f"checkpoint-{last}", half_saved)
+        (half_saved / "trainer_state.json").unlink()
+        assert list_checkpoints(run.run_dir)[-1].step == last
         restarted.training.resume(run.id, max_steps=last + 1)
         view = wait_for(restarted, run.id, finished)
         assert view.progress.state == "completed", view.progress.log_tail
@@ -380,14 +391,13 @@ def test_cancel_then_an_app_restart_then_resume_from_the_last_checkpoint(train_s
         assert (stored.status, stored.step, stored.config["max_steps"]) == ("completed", last + 1, last + 1)
         log = (Path(run.run_dir) / "train.log").read_text()
         assert log.count(f"resuming from {run.run_dir}/checkpoint-") == 2
+        assert log.rsplit("resuming from ", 1)[1].split()[0] == f"{run.run_dir}/checkpoint-{last}"  # newest complete
     finally:
         restarted.close()
 
 
 @pytest.mark.slow
 def test_a_crashed_run_is_failed_with_its_log(train_services: Services, tmp_path: Path) -> None:
-    import shutil
-
     # every file a model folder needs, so the start passes its checks, but weights that are not safetensors: the
     # worker crashes loading them (a folder without a model_type is now refused before a worker starts); a base
     # model typed as a path lies in the data folder

@@ -1,13 +1,11 @@
-"""GRPO on the real demo judge: a three-step run changes the weights and leaves loadable checkpoints;
-the job lifecycle (cancel, resume, crash, a killed worker) in separate processes."""
+"""GRPO on the real demo judge: a three-step run changes the weights and leaves loadable checkpoints; a worker
+that fails records why. The job lifecycle (cancel, resume, a killed worker, a half-saved checkpoint) runs once, under
+the app's Train service: tests/app/test_training.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import signal
 
 import pytest
 
@@ -119,40 +117,6 @@ def test_lora_run_merges_into_final_and_its_adapter_checkpoint_loads(snapshot, t
     assert backend.model_id == str(adapter.path)
 
 
-def test_job_lifecycle_cancel_resume_kill_crash(snapshot, tmp_path):
-    config = FAST.with_(max_steps=40, save_steps=1)
-    job = jobs.start_run(tmp_path / "run", data=snapshot, model=str(DEMO_MODEL_DIR), config=config,
-                         env={"OMP_NUM_THREADS": "1"})
-    _wait_for_step(job, 1)
-    job.cancel()  # stops at the next step boundary, with a checkpoint
-    p = job.wait(120)
-    assert p.state == "cancelled", p.log_tail
-    cancelled_at = p.step
-    assert 1 <= cancelled_at < 40 and p.checkpoints[-1].step == cancelled_at and not p.checkpoints[-1].final
-
-    job = jobs.resume_run(job.run_dir, env={"OMP_NUM_THREADS": "1"})
-    _wait_for_step(job, cancelled_at + 1)
-    os.kill(job.progress().pid, signal.SIGKILL)  # a crash the worker cannot record
-    job.process.wait(30)
-    assert job.progress().state == "interrupted"
-    assert jobs.reconcile(job.run_dir) == "interrupted"
-
-    last = list_checkpoints(job.run_dir)[-1].step
-    assert last >= cancelled_at
-    # what a kill in the middle of a save leaves: a newer checkpoint without its trainer_state.json
-    half_saved = job.run_dir / f"checkpoint-{last + 5}"
-    shutil.copytree(job.run_dir / f"checkpoint-{last}", half_saved)
-    (half_saved / "trainer_state.json").unlink()
-    assert list_checkpoints(job.run_dir)[-1].step == last
-    job = jobs.resume_run(job.run_dir, max_steps=last + 1, env={"OMP_NUM_THREADS": "1"})
-    p = job.wait(180)
-    assert p.state == "completed", p.log_tail
-    assert p.step == last + 1 and p.checkpoints[-1].final
-    log = (job.run_dir / "train.log").read_text()
-    assert log.count(f"resuming from {job.run_dir}/checkpoint-") == 2  # both restarts picked up a checkpoint
-    assert log.rsplit("resuming from ", 1)[1].split()[0] == f"{job.run_dir}/checkpoint-{last}"  # newest complete one
-
-
 def test_a_worker_that_fails_records_why(snapshot, tmp_path):
     job = jobs.start_run(tmp_path / "run", data=snapshot, model=str(tmp_path / "no-such-model"), config=FAST)
     p = job.wait(120)
@@ -160,15 +124,3 @@ def test_a_worker_that_fails_records_why(snapshot, tmp_path):
     assert "does not exist" in p.error and "Traceback" in p.log_tail
     assert list_checkpoints(job.run_dir) == []
 
-
-def _wait_for_step(job: jobs.TrainJob, step: int, timeout_s: float = 180) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        p = job.progress()
-        if p.step >= step or p.finished:
-            assert not p.finished, p.log_tail
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"no step {step} within {timeout_s}s: {job.progress().log_tail}")
