@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from reflectrm import cli as judge_cli
-from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
+from reflectrm.cli import add_backend_flags, add_judge_flags, backend_configs, config_from_args
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
@@ -27,10 +27,8 @@ from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
+from reflectrm.flags import add_store_flag
 from reflectrm.locks import exclusive
-
-DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval` and `compare` to the `reflectrm` parser."""
@@ -60,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "protocol it is, off otherwise")
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
     p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
-    p.add_argument("--db", help=DB_HELP)
+    add_store_flag(p)
     p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
     add_judge_flags(p, skip=("strategy",))  # --strategies names the strategies, all from one rollout pass
     add_backend_flags(p)
@@ -72,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategy", help="only this strategy")
     p.add_argument("--strategy-b", help="compare run A's --strategy with this strategy of run B (runs may be equal)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--db", help=DB_HELP)
+    add_store_flag(p)
     p.set_defaults(func=cmd_compare)
 
 
@@ -126,7 +124,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
-    backend_options(args)  # a bad flag fails before the data is read or a model loaded
+    backend_configs(args)  # a bad flag fails before the data is read or a model loaded
     request = request_from_args(args)
     config = config_from_args(args)
     bench = request.load()  # bad data or a bad subset fails before a model is loaded

@@ -31,7 +31,7 @@ from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
 from reflectrm.display import escape_unencodable, printable
 from reflectrm.errors import InputError, ReflectRMError
-from reflectrm.flags import Flag, add_config_flags
+from reflectrm.flags import Flag, add_config_flags, add_store_flag
 from reflectrm.eval.readers import read_pairs
 from reflectrm.inputs import check_text, unique_keys
 from reflectrm.locks import exclusive
@@ -177,7 +177,7 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
     p.add_argument("--swap", action="store_true", help="judge both orders and report whether they agree")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the anatomy")
     if open_store is not None:
-        p.add_argument("--db", help="also store judgments in this database URL (see `reflectrm db`)")
+        add_store_flag(p, optional=True)
     add_backend_flags(p)
     p.set_defaults(func=cmd_judge, open_store=open_store)
 
@@ -246,33 +246,28 @@ def backend_config(args: argparse.Namespace) -> BackendConfig:
     return flags.config_from_args(BackendConfig, args)
 
 
-def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`load_backend`'s keyword options from the engine flags and --threads, checked before anything loads (the
-    model folder and the device too: `BackendConfig.check_ready`)."""
-    config = backend_config(args)
-    options = {**engine_options(args), **config.load_options()}
+def engine_config(args: argparse.Namespace) -> Any:
+    """The `EngineConfig` the engine flags give, checked; None unless --backend vllm or openai."""
+    from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
+
+    if getattr(args, "backend", None) not in ENGINE_BACKENDS:
+        return None
+    return EngineConfig(**flags.given_flags(EngineConfig, args))
+
+
+def backend_configs(args: argparse.Namespace) -> tuple[BackendConfig, Any]:
+    """`load_backend`'s configs from the model, backend and engine flags, checked before anything loads (the model
+    folder and the device too: `BackendConfig.check_ready`)."""
+    config, engine = backend_config(args), engine_config(args)
     config.check_ready()
-    return options
+    return config, engine
 
 
 def load_judge(args: argparse.Namespace) -> Any:
     """The backend the model and backend flags name, loaded (minutes on a real judge: check inputs first)."""
     from reflectrm.backends import load_backend
 
-    config = backend_config(args)
-    return load_backend(config.model, backend=config.backend, device=config.device, **backend_options(args))
-
-
-def engine_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine flags given, as `EngineConfig` fields for `load_backend` ({} unless --backend vllm/openai)."""
-    from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
-    from reflectrm.flags import given_flags
-
-    if getattr(args, "backend", None) not in ENGINE_BACKENDS:
-        return {}
-    given = given_flags(EngineConfig, args)
-    EngineConfig(**given)  # validated now: a bad flag fails before anything loads
-    return given
+    return load_backend(*backend_configs(args))
 
 
 def config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -300,7 +295,7 @@ def _pair_from_args(args: argparse.Namespace) -> PreferencePair:
 
 def cmd_judge(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    backend_options(args)  # checked here: a bad flag fails before anything loads
+    backend_configs(args)  # checked here: a bad flag fails before anything loads
     if args.input is None and args.output is not None:
         raise InputError("--output needs --input FILE.jsonl")
     if args.batch_size < 1:
