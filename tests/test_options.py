@@ -18,7 +18,7 @@ from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm_app.cli import build_parser, main
 
 JUDGING = ("judge", "eval", "serve", "build-data", "app")  # every command that loads a judge
-NOT_GIVEN_DEFAULTS = {"app": {"threads"}}  # app: unset flags keep its settings; threads from $REFLECTRM_CPU_THREADS
+NOT_GIVEN_DEFAULTS: dict[str, set[str]] = {}  # a command that takes no flag for a BackendConfig field
 
 
 @functools.cache
