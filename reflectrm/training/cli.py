@@ -23,7 +23,7 @@ from typing import Any
 
 from reflectrm import cli as judge_cli
 from reflectrm import flags
-from reflectrm.cli import add_backend_flags, backend_options
+from reflectrm.cli import add_backend_flags, backend_configs
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.readers import read_pairs
@@ -53,9 +53,12 @@ def _mix_flag(text: str) -> tuple[int, int]:
 DATA_FLAGS = {
     "mix": Flag(convert=_mix_flag, show=lambda mix: f"{mix[0]}:{mix[1]}", metavar="P:R"),
     "subsample": Flag(choices=SUBSAMPLE),
-    "critique_includes_verdict": Flag(names=("--include-verdict",)),  # as `judge` names it
 }
 """What the build-data flags add to `DataConfig`'s fields; every other flag, default and help comes from the class."""
+
+ROLLOUT_SKIP = ("strategy", "bottom_frac", "reflection_temperature", "reflection_max_new_tokens", "skip_unanimous",
+                "matched_compute_n")
+"""`JudgeConfig` fields build-data has no flag for: stage 2 and the strategies play no part in rollouts."""
 
 
 def _register_build_data(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +75,8 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
     add_config_flags(p.add_argument_group("data (DataConfig: one flag per field, defaults from the paper)"),
-                     DataConfig, extra=DATA_FLAGS)
+                     DataConfig, extra=DATA_FLAGS, skip=("judge",))
+    judge_cli.add_judge_flags(p, skip=ROLLOUT_SKIP)  # the judge that rolls out: `judge`'s flags, as it spells them
     add_backend_flags(p)  # the judge that rolls out, as `judge` and `eval` name it
     p.set_defaults(func=cmd_build_data)
 
@@ -81,7 +85,7 @@ TRAIN_FLAGS = {
     "learning_rate": Flag(names=("--lr",)),
     "vllm_mode": Flag(choices=("colocate", "server")),
     "scale_rewards": Flag(choices=("group", "batch", "none")),
-    "cpu_threads": Flag(name="--threads", renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve
+    "threads": Flag(renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve; "auto" needs a judge to time
 }
 """What the training flags add to `TrainConfig`'s fields; every other flag, default and help comes from the class."""
 
@@ -118,15 +122,15 @@ def parse_mix(text: str) -> tuple[int, int]:
 
 
 def data_config_from_args(args: argparse.Namespace) -> DataConfig:
-    """The `DataConfig` the build-data flags give (one per field; see `DATA_FLAGS`)."""
-    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS)
+    """The `DataConfig` the build-data flags give (one per field; see `DATA_FLAGS`), its judge from `judge`'s flags."""
+    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS, judge=judge_cli.config_from_args(args))
 
 
 def cmd_build_data(args: argparse.Namespace) -> int:
     from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
 
     config = data_config_from_args(args)
-    backend_options(args)  # a bad model or backend flag fails before anything is read
+    backend_configs(args)  # a bad model or backend flag fails before anything is read
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
     # Every input is read and checked before the model loads and rolls out (minutes on a real judge).
