@@ -12,12 +12,14 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import fields
 from typing import Any
 
 from reflectrm.backends.config import BackendConfig
 from reflectrm.cli import add_access_flags, add_backend_flags
+from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
-from reflectrm.flags import add_store_flag, given_flags
+from reflectrm.flags import add_config_flags, add_store_flag, given_flags
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-root", dest="data_root",
                    help="the only folder whose files users may name in the app (the Evaluate tab's local file or "
                         "folder; default: data/ beside a SQLite store; $REFLECTRM_DATA_ROOT)")
-    p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
-                   help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
+    # the judge section's token budget, as `judge` takes it (stage 2's follows it); unset: $REFLECTRM_MAX_NEW_TOKENS
+    add_config_flags(p, JudgeConfig, given_only=True,
+                     skip=[f.name for f in fields(JudgeConfig) if f.name != "max_new_tokens"])
     # the judge the app starts with: unset flags keep the settings ($REFLECTRM_MODEL, $REFLECTRM_THREADS, ...)
     add_backend_flags(p, given_only=True)
     add_access_flags(p)  # the same options as `serve`'s; unset flags keep $REFLECTRM_ALLOWED_HOSTS / _ORIGINS

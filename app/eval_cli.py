@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from reflectrm import cli as judge_cli
-from reflectrm.cli import add_backend_flags, add_judge_flags, backend_configs, config_from_args
+from reflectrm.cli import add_backend_flags, add_batch_flag, add_judge_flags, backend_configs, config_from_args
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also judge every pair swapped (paper Table 5); default on for judgebench, whose official "
                         "protocol it is, off otherwise")
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
-    p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
+    add_batch_flag(p)
     add_store_flag(p)
     p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
     add_judge_flags(p, skip=("strategy",))  # --strategies names the strategies, all from one rollout pass

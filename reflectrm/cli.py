@@ -172,7 +172,7 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
                       help='pairs: JSONL of {"id", "query" or "messages", "response_1", "response_2", "label"?}, '
                            "or JSON, CSV, Parquet, a `datasets` folder (read as `eval` reads them)")
     many.add_argument("--output", type=Path, help="JSONL of judgments; a rerun skips pairs already there")
-    many.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
+    add_batch_flag(many)
     add_judge_flags(p)
     p.add_argument("--swap", action="store_true", help="judge both orders and report whether they agree")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the anatomy")
@@ -190,6 +190,11 @@ BACKEND_FLAGS = {
     "threads": Flag(metavar="N|auto", show=lambda _: DEFAULT_THREADS),
 }
 """What the model and backend flags add to `BackendConfig`'s fields (choices, how a default of None reads)."""
+
+
+def add_batch_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--batch-size: pairs generated together, as `judge`, `eval` and `build-data` batch them."""
+    p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
 
 
 def add_judge_flags(p: argparse.ArgumentParser, *, skip: Collection[str] = ()) -> None:

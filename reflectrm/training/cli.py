@@ -71,7 +71,7 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
                    help="training rows from elsewhere (a dataset folder or JSONL, e.g. the store's hf export of "
                         "human-correction examples); repeatable; kept over generated rows on a clash")
     p.add_argument("--eval", type=Path, help="JSONL of evaluation pairs: refuse data that shares a conversation with them")
-    p.add_argument("--batch-size", type=int, default=8, help="pairs rolled out together (default 8)")
+    judge_cli.add_batch_flag(p)  # pairs rolled out together
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
     add_config_flags(p.add_argument_group("data (DataConfig: one flag per field, defaults from the paper)"),
