@@ -14,6 +14,7 @@ import contextlib
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
@@ -121,20 +122,27 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, handler)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalRun:
+    """Where `eval` keeps what it judges (the store) and writes its report, beside what it judges (`EvalRequest`)."""
+
+    db: str | None = None  # None: the settings' store
+    out: Path | None = None  # folder for report.json, report.md and the plot; None: printed only
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
-    backend_configs(args)  # a bad flag fails before the data is read or a model loaded
-    request = request_from_args(args)
-    config = config_from_args(args)
+    backend, engine = backend_configs(args)  # a bad flag fails before the data is read or a model loaded
+    request, config, run = request_from_args(args), config_from_args(args), EvalRun(db=args.db, out=args.out)
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
     with contextlib.ExitStack() as stack:
-        if args.out:  # one writer per report folder, held from before the run until its report is written
-            stack.enter_context(exclusive(args.out, flag="--out", folder=True))
-        return _evaluate(args, request, bench, config)
+        if run.out:  # one writer per report folder, held from before the run until its report is written
+            stack.enter_context(exclusive(run.out, flag="--out", folder=True))
+        return _evaluate(run, request, bench, config, backend=backend, engine=engine)
 
 
-def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -> int:
+def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, backend: Any, engine: Any) -> int:
     from reflectrm_app.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
@@ -143,17 +151,17 @@ def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
         print(printable(line), flush=True)
     stop = threading.Event()
-    with JudgmentStore.open(args.db, in_memory_ok=False) as store:  # a run's records must outlive it
+    with JudgmentStore.open(run_options.db, in_memory_ok=False) as store:  # a run's records must outlive it
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
-        backend = judge_cli.load_judge(args)
+        judge = judge_cli.load_judge(backend, engine)
         evals = Evaluations(store)
         with _stop_on_signals(stop):  # from here on a stop leaves a report; before, Ctrl-C ends the command (130)
-            run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
+            run = evals.run(request, backend=judge, config=config, should_stop=stop.is_set,
                             progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))
         print(file=sys.stderr)
         report = evals.report(run.id)
-    if args.out:
-        for path in write_report(report, args.out):
+    if run_options.out:
+        for path in write_report(report, run_options.out):
             print(printable(f"wrote {path}"), file=sys.stderr)
     print(markdown(report))  # every text from data in it escaped (`reflectrm.eval.report`)
     print(f"evaluation run {run.id}: {printable(run.status)} ({run.items_done}/{run.items_total} pair-orders)")

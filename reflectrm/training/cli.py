@@ -130,7 +130,7 @@ def cmd_build_data(args: argparse.Namespace) -> int:
     from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
 
     config = data_config_from_args(args)
-    backend_configs(args)  # a bad model or backend flag fails before anything is read
+    backend, engine = backend_configs(args)  # a bad model or backend flag fails before anything is read
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
     # Every input is read and checked before the model loads and rolls out (minutes on a real judge).
@@ -141,12 +141,12 @@ def cmd_build_data(args: argparse.Namespace) -> int:
     eval_pairs = read_pairs(args.eval, source="") if args.eval else []
     with exclusive(args.out, flag="--out", folder=True):  # one build-data per snapshot folder at a time
         if args.pairs is not None:
-            backend = judge_cli.load_judge(args)
-            judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size,
+            judge = judge_cli.load_judge(backend, engine)
+            judgments += collect_rollouts(pairs, judge, config, batch_size=args.batch_size,
                                           progress=_progress_bar())
         built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
         snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
-            "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
+            "model": backend.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
             "extra": [str(p) for p in args.extra]})
     print(json.dumps({"snapshot": str(snapshot.path), "content_hash": snapshot.content_hash, "rows": snapshot.rows,
                       "report": asdict(built.report), "mix": mix_summary(built)}, indent=2))  # ASCII: escaped
