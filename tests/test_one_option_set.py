@@ -234,6 +234,26 @@ def test_the_threads_variable_reaches_backend_config(monkeypatch, no_reflectrm_e
     assert load_settings().generation == BackendConfig(threads=want)
 
 
+# Each: the environment, the variable the one line must name. The trap: a section that is a library dataclass
+# checks itself in __post_init__, whose error names no field, so the line named no variable to fix.
+SECTION_REFUSALS = [
+    pytest.param({"REFLECTRM_DEVICE": "gpu"}, "REFLECTRM_DEVICE", id="device"),
+    pytest.param({"REFLECTRM_THREADS": "0", "REFLECTRM_DEVICE": "cpu"}, "REFLECTRM_THREADS", id="threads-beside-another"),
+    pytest.param({"REFLECTRM_BACKEND": "tensorrt"}, "REFLECTRM_BACKEND", id="backend"),
+    pytest.param({"REFLECTRM_ENGINE__TENSOR_PARALLEL_SIZE": "0"}, "REFLECTRM_TENSOR_PARALLEL_SIZE", id="engine-field"),
+    pytest.param({"REFLECTRM_N": "100", "REFLECTRM_SEED": "1"}, "REFLECTRM_N)", id="judge-field"),
+]
+
+
+@pytest.mark.parametrize(("env", "variable"), SECTION_REFUSALS)
+def test_a_bad_setting_of_a_library_section_names_its_variable(monkeypatch, no_reflectrm_environment, env, variable):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert variable in str(refused.value) and len(str(refused.value).splitlines()) == 1
+
+
 # --- (e) one spelling for CPU threads ---------------------------------------------------------------------------
 
 OLD_SPELLING = re.compile(r"cpu[_-]threads", re.IGNORECASE)
