@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -228,26 +228,38 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return flags.config_from_args(TrainConfig, args, extra=TRAIN_FLAGS, **changes)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainRun:
+    """What `train` trains and where (its `TrainConfig` says how)."""
+
+    data: Path  # the dataset snapshot folder
+    model: str  # the model to train (the demo judge's folder when none was named)
+    output: Path  # the run folder
+    resume: bool = True  # from the run folder's last checkpoint (--fresh: False)
+    detach: bool = False  # in a background process
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from reflectrm.defaults import default_model
     from reflectrm.training.grpo import check_train_inputs
 
     config = config_from_args(args)
-    model = default_model(args.model)
-    check_train_inputs(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh)
-    if args.detach:
+    run = TrainRun(data=args.data, model=default_model(args.model), output=args.output, resume=not args.fresh,
+                   detach=args.detach)
+    check_train_inputs(run.data, model=run.model, output_dir=run.output, config=config, resume=run.resume)
+    if run.detach:
         from reflectrm.training import jobs
 
-        has_run = jobs.RunFiles(args.output).run.exists()
-        job = (jobs.resume_run(args.output) if has_run and not args.fresh
-               else jobs.start_run(args.output, data=args.data, model=model, config=config))
+        has_run = jobs.RunFiles(run.output).run.exists()
+        job = (jobs.resume_run(run.output) if has_run and run.resume
+               else jobs.start_run(run.output, data=run.data, model=run.model, config=config))
         print(printable(f"started {job.run_dir} (pid {job.process.pid if job.process else '?'}): "
                         f"watch with `reflectrm train-status {job.run_dir}`"))
         return 0
-    return _train_foreground(args, model, config)
+    return _train_foreground(run, config)
 
 
-def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig) -> int:
+def _train_foreground(run: TrainRun, config: TrainConfig) -> int:
     from reflectrm.training.grpo import train
 
     stop = threading.Event()
@@ -261,10 +273,10 @@ def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig)
 
     for s in previous:
         signal.signal(s, request_stop)
-    watcher = threading.Thread(target=_print_progress, args=(args.output, stop), daemon=True)
+    watcher = threading.Thread(target=_print_progress, args=(run.output, stop), daemon=True)
     watcher.start()
     try:
-        result = train(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh, stop=stop)
+        result = train(run.data, model=run.model, output_dir=run.output, config=config, resume=run.resume, stop=stop)
     finally:
         stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():
