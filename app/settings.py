@@ -5,7 +5,7 @@
     judge        the library's `JudgeConfig`, field for field      REFLECTRM_JUDGE__N=4
     generation   the library's `BackendConfig`: model, backend,    REFLECTRM_GENERATION__DEVICE=cuda
                  device and CPU threads
-    engine       the library's `EngineConfig` (vllm and openai)    REFLECTRM_ENGINE='{"base_urls": ["http://h:8000/v1"]}'
+    engine       the library's `EngineConfig` (vllm and openai)    REFLECTRM_ENGINE__MAX_MODEL_LEN=8192
     app          how the workbench is served                       REFLECTRM_APP__PORT=8080
 
     REFLECTRM_MODEL=/models/judge                 # generation section; unset: the bundled demo judge

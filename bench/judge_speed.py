@@ -228,7 +228,8 @@ def engine_backends(model_dir: str, args):  # noqa: ANN001, ANN201
     import signal
 
     def transformers():
-        return load_backend(BackendConfig(model=model_dir, device="cpu"), dtype="fp32" if args.dtype == "float32" else "bf16"), None
+        return load_backend(BackendConfig(model=model_dir, device="cpu"),
+                            dtype="fp32" if args.dtype == "float32" else "bf16"), None
 
     def vllm():
         b = load_backend(BackendConfig(model=model_dir, backend="vllm"), EngineConfig(dtype=args.dtype, kv_cache_gib=2))

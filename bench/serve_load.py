@@ -244,7 +244,8 @@ def make_backend(args):  # noqa: ANN001, ANN201
         return load_backend(BackendConfig(backend="openai"), EngineConfig(base_urls=tuple(args.base_url.split(","))))
     judge = replace(judge, model=load_judge_speed().shaped_model(args.cache, args.shape))
     if judge.backend == "vllm":
-        return load_backend(replace(judge, backend="vllm", threads=None), EngineConfig(dtype=args.dtype, kv_cache_gib=args.kv_cache_gib))
+        return load_backend(replace(judge, backend="vllm", threads=None),
+                            EngineConfig(dtype=args.dtype, kv_cache_gib=args.kv_cache_gib))
     return load_backend(judge)  # threads: judge's rule
 
 
