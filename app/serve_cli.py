@@ -15,9 +15,8 @@ import contextlib
 import logging
 import os
 import sys
-
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from reflectrm import flags
 from reflectrm.backends.config import BackendConfig
@@ -27,6 +26,11 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
 from reflectrm.errors import ConfigError
 from reflectrm.flags import Flag, add_config_flags, add_store_flag
+
+if TYPE_CHECKING:  # the service's modules load with `serve` only (they import its HTTP stack)
+    from reflectrm.backends.engine import EngineConfig
+    from reflectrm.serving.rewards import RewardConfig
+    from reflectrm.serving.server import ServeConfig
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +91,10 @@ class ServeCommand:
 
     server: ServerOptions
     judge: JudgeConfig
-    rewards: Any
-    service: Any  # `ServeConfig`, the token and access included
+    rewards: RewardConfig
+    service: ServeConfig  # the token and access included
     backend: BackendConfig
-    engine: Any = None  # `EngineConfig` with --backend vllm or openai
+    engine: EngineConfig | None = None  # with --backend vllm or openai
     db: str | None = None
 
 
