@@ -12,10 +12,14 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import fields
+from typing import Any
 
 from reflectrm.backends.config import BackendConfig
-from reflectrm.cli import add_access_flags, add_backend_flags, engine_options
+from reflectrm.cli import add_access_flags, add_backend_flags
+from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
+from reflectrm.flags import add_config_flags, add_store_flag, given_flags
 
 log = logging.getLogger(__name__)
 
@@ -26,18 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Judge, audit positional bias, review and correct, curate, retrain: a Gradio app.")
     p.add_argument("--host", help="interface to bind (default 127.0.0.1; $REFLECTRM_HOST)")
     p.add_argument("--port", type=int, help="port (default 7860; $REFLECTRM_PORT)")
-    p.add_argument("--db", help="database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)")
+    add_store_flag(p)
     p.add_argument("--runs-dir", dest="runs_dir",
                    help="training run folders of the Train tab (default: runs/ beside a SQLite store; "
                         "$REFLECTRM_RUNS_DIR)")
     p.add_argument("--data-root", dest="data_root",
                    help="the only folder whose files users may name in the app (the Evaluate tab's local file or "
                         "folder; default: data/ beside a SQLite store; $REFLECTRM_DATA_ROOT)")
-    p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens",
-                   help="per analysis and reflection (default 1024; $REFLECTRM_MAX_NEW_TOKENS)")
-    # the judge the app starts with: unset flags keep the settings ($REFLECTRM_MODEL, ...); its CPU threads are
-    # $REFLECTRM_CPU_THREADS
-    add_backend_flags(p, given_only=True, skip=("threads",))
+    # the judge section's token budget, as `judge` takes it (stage 2's follows it); unset: $REFLECTRM_MAX_NEW_TOKENS
+    add_config_flags(p, JudgeConfig, given_only=True,
+                     skip=[f.name for f in fields(JudgeConfig) if f.name != "max_new_tokens"])
+    # the judge the app starts with: unset flags keep the settings ($REFLECTRM_MODEL, $REFLECTRM_THREADS, ...)
+    add_backend_flags(p, given_only=True)
     add_access_flags(p)  # the same options as `serve`'s; unset flags keep $REFLECTRM_ALLOWED_HOSTS / _ORIGINS
     p.set_defaults(func=cmd_app)
 
@@ -46,19 +50,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     for name, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_OFFLINE", "1"),
                         ("HF_HUB_DISABLE_TELEMETRY", "1")):
         os.environ.setdefault(name, value)  # before gradio is imported: no outbound connection at start
-    from reflectrm_app.settings import check_environment, load_settings
-
-    check_environment()  # a misspelt REFLECTRM_ variable would otherwise be ignored, its default silently used
-    settings = load_settings(host=args.host, port=args.port, model=args.model, backend=args.backend,
-                             device=args.device, database_url=args.db, max_new_tokens=args.max_new_tokens,
-                             runs_dir=args.runs_dir, data_root=args.data_root, engine=engine_options(args) or None,
-                             allowed_hosts=_joined(args.allowed_hosts), allowed_origins=_joined(args.allowed_origins))
-    if settings.generation.engine:  # REFLECTRM_ENGINE as well as the flags: a bad option fails before the model loads
-        from reflectrm.backends.engine import EngineConfig
-
-        EngineConfig.from_kwargs(dict(settings.generation.engine))
-    generation = settings.generation  # a model folder without its tokenizer, or --device cuda on a CPU build: one
-    BackendConfig(model=generation.model, backend=generation.backend, device=generation.device).check_ready()  # line
+    settings = app_settings(args)
     from reflectrm_app.services import Services
     from reflectrm_app.ui.blocks import build_app, launch_options
     from reflectrm.serving.hosts import exposure_warning
@@ -78,6 +70,22 @@ def cmd_app(args: argparse.Namespace) -> int:
     finally:
         services.close()
     return 0
+
+
+def app_settings(args: argparse.Namespace) -> Any:
+    """The app's `Settings`: the environment, with the flags given on top; checked before anything loads (a model
+    folder without its tokenizer, or --device cuda on a CPU build, is one line)."""
+    from reflectrm_app.settings import check_environment, load_settings
+
+    from reflectrm.backends.engine import EngineConfig
+
+    check_environment()  # a misspelt or renamed REFLECTRM_ variable would otherwise be ignored, its default used
+    settings = load_settings(host=args.host, port=args.port, database_url=args.db, max_new_tokens=args.max_new_tokens,
+                             runs_dir=args.runs_dir, data_root=args.data_root,
+                             allowed_hosts=_joined(args.allowed_hosts), allowed_origins=_joined(args.allowed_origins),
+                             **given_flags(BackendConfig, args), **given_flags(EngineConfig, args))
+    settings.generation.check_ready()
+    return settings
 
 
 def _joined(values: list[str] | None) -> str | None:

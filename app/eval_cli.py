@@ -14,12 +14,13 @@ import contextlib
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
 from reflectrm import cli as judge_cli
-from reflectrm.cli import add_backend_flags, add_judge_flags, backend_options, config_from_args
+from reflectrm.cli import add_backend_flags, add_batch_flag, add_judge_flags, backend_configs, config_from_args
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
@@ -27,10 +28,8 @@ from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
+from reflectrm.flags import add_store_flag
 from reflectrm.locks import exclusive
-
-DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval` and `compare` to the `reflectrm` parser."""
@@ -59,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also judge every pair swapped (paper Table 5); default on for judgebench, whose official "
                         "protocol it is, off otherwise")
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
-    p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
-    p.add_argument("--db", help=DB_HELP)
+    add_batch_flag(p)
+    add_store_flag(p)
     p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
     add_judge_flags(p, skip=("strategy",))  # --strategies names the strategies, all from one rollout pass
     add_backend_flags(p)
@@ -72,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategy", help="only this strategy")
     p.add_argument("--strategy-b", help="compare run A's --strategy with this strategy of run B (runs may be equal)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--db", help=DB_HELP)
+    add_store_flag(p)
     p.set_defaults(func=cmd_compare)
 
 
@@ -123,20 +122,27 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, handler)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalRun:
+    """Where `eval` keeps what it judges (the store) and writes its report, beside what it judges (`EvalRequest`)."""
+
+    db: str | None = None  # None: the settings' store
+    out: Path | None = None  # folder for report.json, report.md and the plot; None: printed only
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
-    backend_options(args)  # a bad flag fails before the data is read or a model loaded
-    request = request_from_args(args)
-    config = config_from_args(args)
+    backend, engine = backend_configs(args)  # a bad flag fails before the data is read or a model loaded
+    request, config, run = request_from_args(args), config_from_args(args), EvalRun(db=args.db, out=args.out)
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
     with contextlib.ExitStack() as stack:
-        if args.out:  # one writer per report folder, held from before the run until its report is written
-            stack.enter_context(exclusive(args.out, flag="--out", folder=True))
-        return _evaluate(args, request, bench, config)
+        if run.out:  # one writer per report folder, held from before the run until its report is written
+            stack.enter_context(exclusive(run.out, flag="--out", folder=True))
+        return _evaluate(run, request, bench, config, backend=backend, engine=engine)
 
 
-def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -> int:
+def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, backend: Any, engine: Any) -> int:
     from reflectrm_app.services.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
@@ -145,17 +151,17 @@ def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
         print(printable(line), flush=True)
     stop = threading.Event()
-    with JudgmentStore.open(args.db, in_memory_ok=False) as store:  # a run's records must outlive it
+    with JudgmentStore.open(run_options.db, in_memory_ok=False) as store:  # a run's records must outlive it
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
-        backend = judge_cli.load_judge(args)
+        judge = judge_cli.load_judge(backend, engine)
         evals = Evaluations(store)
         with _stop_on_signals(stop):  # from here on a stop leaves a report; before, Ctrl-C ends the command (130)
-            run = evals.run(request, backend=backend, config=config, should_stop=stop.is_set,
+            run = evals.run(request, backend=judge, config=config, should_stop=stop.is_set,
                             progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))
         print(file=sys.stderr)
         report = evals.report(run.id)
-    if args.out:
-        for path in write_report(report, args.out):
+    if run_options.out:
+        for path in write_report(report, run_options.out):
             print(printable(f"wrote {path}"), file=sys.stderr)
     print(markdown(report))  # every text from data in it escaped (`reflectrm.eval.report`)
     print(f"evaluation run {run.id}: {printable(run.status)} ({run.items_done}/{run.items_total} pair-orders)")

@@ -201,7 +201,7 @@ class TrainRequest:
     """What the Train form asks for: a GRPO run of `config` on a snapshot.
 
     The run's settings are `config`'s, its defaults and checks included: nothing here restates a `TrainConfig`
-    field. The service sets only where the run goes (`device`, `cpu_threads`: the app's settings) and the pass
+    field. The service sets only where the run goes (`device`, `threads`: the app's settings) and the pass
     size (`per_device_batch_size`: the largest, up to the config's, that divides a step's completions). The form
     spells three settings its own way: `from_form` takes them, and the properties of the same names read them back.
 

@@ -15,42 +15,104 @@ import contextlib
 import logging
 import os
 import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from reflectrm import cli as judge_cli
-from reflectrm.cli import (access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_options,
+from reflectrm import flags
+from reflectrm.backends.config import BackendConfig
+from reflectrm.cli import (access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_configs,
                            config_from_args)
+from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
 from reflectrm.errors import ConfigError
+from reflectrm.flags import Flag, add_config_flags, add_store_flag
+
+if TYPE_CHECKING:  # the service's modules load with `serve` only (they import its HTTP stack)
+    from reflectrm.backends.engine import EngineConfig
+    from reflectrm.serving.rewards import RewardConfig
+    from reflectrm.serving.server import ServeConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN_ENV = "REFLECTRM_SERVE_TOKEN"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerOptions:
+    """Where the reward service listens and where its bearer token is read from (the shell's own options)."""
+
+    host: str = "127.0.0.1"  # interface to bind
+    port: int = 8000  # port (0 = any free port)
+    # env var holding the bearer token POSTs must carry (at least 16 characters; REFLECTRM_SERVE_TOKEN unset: no token)
+    token_env: str = DEFAULT_TOKEN_ENV
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port {self.port} is not a port: give 0-65535 (0 = any free port)")
+
+
+SERVE_FLAGS = {
+    "batch_window_s": Flag(name="--batch-window-ms", convert=lambda text: float(text) / 1000,
+                           show=lambda seconds: f"{seconds * 1000:g}", metavar="MS"),
+}
+"""What `ServeConfig`'s flags add: the batch window is typed in milliseconds."""
+
+SERVE_SKIP = ("max_body_bytes", "token", "round_judgments", "round_requests", "body_timeout_s", "header_timeout_s",
+              "access")
+"""`ServeConfig` fields `serve` sets another way (the token from --token-env, access from its own flags) or keeps
+at the class's default."""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `serve` to the `reflectrm` parser."""
+    """Add `serve` to the `reflectrm` parser: every option derived from a config class but --one-order and --db."""
+    from reflectrm.serving.rewards import RewardConfig
+    from reflectrm.serving.server import ServeConfig
+
     p = sub.add_parser("serve", help="serve ReflectRM as an HTTP reward model for RL (TRL, OpenRLHF, verl)",
                        description="POST /v1/judge, /v1/rewards and OpenRLHF's /get_reward; GET /health, /metrics.")
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--db", help="store every served judgment in this database URL (shown in the app's History)")
-    p.add_argument("--token-env", default=DEFAULT_TOKEN_ENV,
-                   help=f"env var holding the bearer token POSTs must carry (at least 16 characters; "
-                        f"{DEFAULT_TOKEN_ENV} unset: no token)")
-    p.add_argument("--opponents", type=int, help="each completion against this many random others (default: all)")
-    p.add_argument("--one-order", action="store_true", help="judge each pair in one order only (halves the cost; "
-                                                             "position bias no longer cancels)")
-    p.add_argument("--max-queue", type=int, default=64,
-                   help="requests waiting for the next batch before 429 (default 64)")
-    p.add_argument("--batch-window-ms", type=float, default=10.0,
-                   help="an idle judge waits this long after a request for others to batch with (default 10)")
-    p.add_argument("--drain-timeout-s", type=float, default=60.0,
-                   help="on SIGTERM, how long admitted requests have to finish before 503 (default 60)")
-    p.add_argument("--max-judgments", type=int, default=4096, help="judgments one request may cost (default 4096)")
+    add_config_flags(p, ServerOptions)
+    add_store_flag(p, optional=True)
+    rewards = p.add_argument_group("rewards (RewardConfig)")
+    add_config_flags(rewards, RewardConfig, extra={"opponents": Flag(show=lambda _: "all, round robin", metavar="M")},
+                     skip=("seed", "batch_size"))  # the seed is --seed (JudgeConfig's)
+    rewards.add_argument("--one-order", dest="both_orders", action="store_false",
+                         help="same as --no-both-orders: judge each pair in one order only")
+    add_config_flags(p.add_argument_group("service limits (ServeConfig)"), ServeConfig, extra=SERVE_FLAGS,
+                     skip=SERVE_SKIP)
     add_access_flags(p)
     add_judge_flags(p)
     add_backend_flags(p)
     p.set_defaults(func=cmd_serve)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeCommand:
+    """Everything `serve` was told, as typed configs (made at one place, `serve_command`)."""
+
+    server: ServerOptions
+    judge: JudgeConfig
+    rewards: RewardConfig
+    service: ServeConfig  # the token and access included
+    backend: BackendConfig
+    engine: EngineConfig | None = None  # with --backend vllm or openai
+    db: str | None = None
+
+
+def serve_command(args: argparse.Namespace) -> ServeCommand:
+    """The namespace as typed configs, each checked by its class (a bad flag fails before the model loads)."""
+    from reflectrm.serving.rewards import RewardConfig
+    from reflectrm.serving.server import ServeConfig
+
+    server = flags.config_from_args(ServerOptions, args)
+    judge = config_from_args(args)
+    rewards = flags.config_from_args(RewardConfig, args, seed=judge.seed)
+    token = serve_token(server.token_env)
+    access = access_config(args).serving(server.host)  # a bad --allowed-host fails before the model loads
+    service = flags.config_from_args(ServeConfig, args, extra=SERVE_FLAGS, token=token, access=access,
+                                     round_judgments=max(args.max_judgments, 1024))
+    backend, engine = backend_configs(args)
+    return ServeCommand(server=server, judge=judge, rewards=rewards, service=service, backend=backend, db=args.db,
+                        engine=engine)
 
 
 def serve_token(env: str) -> str | None:
@@ -72,38 +134,30 @@ def serve_token(env: str) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    command = serve_command(args)
+    return run_service(command)
+
+
+def run_service(command: ServeCommand) -> int:
+    """Load the judge, open the store if asked, and serve until stopped."""
     from reflectrm_app.cli import open_store
 
+    from reflectrm.backends import load_backend
     from reflectrm.serving.hosts import exposure_warning
-    from reflectrm.serving.rewards import RewardConfig
-    from reflectrm.serving.server import RewardService, ServeConfig, serve
+    from reflectrm.serving.server import RewardService, serve
 
-    judge_config = config_from_args(args)
-    reward_config = RewardConfig(opponents=args.opponents, both_orders=not args.one_order, seed=args.seed)
-    token = serve_token(args.token_env)
-    access = access_config(args).serving(args.host)  # a bad --allowed-host fails before the model loads
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port {args.port} is not a port: give 0-65535 (0 = any free port)")
-    if args.max_queue < 0 or args.max_judgments < 1:
-        raise ConfigError("--max-queue must be >= 0 and --max-judgments >= 1")
-    if not (0 <= args.batch_window_ms <= 10_000 and 0 <= args.drain_timeout_s <= 86_400):
-        raise ConfigError("--batch-window-ms must be 0-10000 and --drain-timeout-s 0-86400")
-    backend_options(args)  # a bad flag fails before the model loads
-    if warning := exposure_warning(args.host, service="the reward service", guarded=token is not None,
-                                   missing="a bearer token", fix=f"set {args.token_env}"):
+    server = command.server
+    if warning := exposure_warning(server.host, service="the reward service", guarded=command.service.token is not None,
+                                   missing="a bearer token", fix=f"set {server.token_env}"):
         log.warning("%s", warning)
     with contextlib.ExitStack() as stack:
-        store = stack.enter_context(open_store(args.db)) if args.db else None
-        backend = judge_cli.load_judge(args)
+        store = stack.enter_context(open_store(command.db)) if command.db else None
+        backend = load_backend(command.backend, command.engine)
         record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
-        service = RewardService(backend, judge_config=judge_config, reward_config=reward_config,
-                                config=ServeConfig(max_queue=args.max_queue, max_judgments=args.max_judgments,
-                                                   token=token, batch_window_s=args.batch_window_ms / 1000,
-                                                   round_judgments=max(args.max_judgments, 1024),
-                                                   drain_timeout_s=args.drain_timeout_s, access=access),
-                                record=record)
-        print(printable(f"ReflectRM reward service on http://{args.host}:{args.port} "
+        service = RewardService(backend, judge_config=command.judge, reward_config=command.rewards,
+                                config=command.service, record=record)
+        print(printable(f"ReflectRM reward service on http://{server.host}:{server.port} "
                         f"({backend.name}: {backend.model_id})"),
               file=sys.stderr, flush=True)
-        serve(service, host=args.host, port=args.port)
+        serve(service, host=server.host, port=server.port)
     return 0

@@ -3,9 +3,15 @@
     section      what                                              example
     store        where the store lives, how it waits on locks      REFLECTRM_STORE__DATABASE_URL=postgresql://h/db
     judge        the library's `JudgeConfig`, field for field      REFLECTRM_JUDGE__N=4
-    generation   which model, on which backend and device          REFLECTRM_GENERATION__DEVICE=cuda
+    generation   the library's `BackendConfig`: model, backend,    REFLECTRM_GENERATION__DEVICE=cuda
+                 device and CPU threads
+    engine       the library's `EngineConfig` (vllm and openai)    REFLECTRM_ENGINE__MAX_MODEL_LEN=8192
     app          how the workbench is served                       REFLECTRM_APP__PORT=8080
 
+    REFLECTRM_MODEL=/models/judge                 # generation section; unset: the bundled demo judge
+    REFLECTRM_BACKEND=vllm                        # generation section: transformers, vllm or openai
+    REFLECTRM_DEVICE=cpu                          # generation section
+    REFLECTRM_THREADS=2                           # generation section: torch CPU threads, or auto (as --threads)
     REFLECTRM_AUTH="ana:secret,ben:hunter2"      # optional login (app section)
     REFLECTRM_DATABASE_URL=sqlite:///reflectrm.db # store section
     REFLECTRM_MAX_NEW_TOKENS=192                  # judge section, stage 1 and 2 (a demo judge writes 40-170 tokens)
@@ -17,17 +23,20 @@ Every field has a nested name (`REFLECTRM_<SECTION>__<FIELD>`) and, because fiel
 across sections, a short one (`REFLECTRM_<FIELD>`: `REFLECTRM_DATABASE_URL`, `REFLECTRM_AUTH`, ...);
 the nested name wins when both are set. `REFLECTRM_MAX_NEW_TOKENS` sets stage 1 and stage 2 alike.
 Keyword arguments take the same short names (`load_settings(port=8080, n=4)`) and win over the
-environment; command-line options (`reflectrm app --port ...`) override the environment.
+environment; command-line options (`reflectrm app --port ...`) override the environment. A variable an
+older version read (`REFLECTRM_CPU_THREADS`) is refused at start-up with its new name (`RENAMED_VARIABLES`).
 
 No field is restated: the store section is the store's `StoreSettings` and the environment is read by its
 `SectionedSettings` (`reflectrm_db.settings`, which also reads the store section alone for `reflectrm db`);
-the judge section is the library's `JudgeConfig` itself, so its defaults and rules are stated once.
+the judge, generation and engine sections are the library's `JudgeConfig`, `BackendConfig` and
+`EngineConfig` themselves, so their defaults and rules are stated once, for the commands and the app alike.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -35,53 +44,12 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reflectrm_db.settings import ENV_PREFIX, SectionedSettings, StoreSettings
+from reflectrm.backends.config import BackendConfig
+from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
 from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
 from reflectrm.errors import ConfigError
 from reflectrm.serving.hosts import AccessConfig
-
-
-class GenerationSettings(BaseModel):
-    """Which model judges, on which backend and device."""
-
-    model_config = ConfigDict(frozen=True, protected_namespaces=())
-
-    model: str | None = None  # Hugging Face id or local path; None = the bundled demo judge
-    backend: str = "transformers"  # generation backend (`reflectrm.backends.BACKENDS`)
-    device: str = "auto"  # cpu, cuda, cuda:1 ...
-    engine: dict[str, Any] = {}  # vllm/openai backend options (`EngineConfig` fields, e.g. {"base_urls": [...]})
-    # torch CPU threads. None: `reflectrm.defaults.default_threads` (1 for the bundled demo judge on a CPU unless
-    # OMP_NUM_THREADS is set: on a busy 2-core machine two threads wait on each other), torch's default otherwise
-    cpu_threads: int | None = Field(None, ge=1)
-    warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
-
-    @field_validator("engine")
-    @classmethod
-    def _engine_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from reflectrm.backends.engine import EngineConfig  # a config type: stdlib only
-
-        EngineConfig.from_kwargs(dict(value))  # ConfigError (a ValueError) names the bad option
-        return value
-
-    @field_validator("device")
-    @classmethod
-    def _device_name(cls, value: str) -> str:
-        from reflectrm.backends.preflight import check_device_name  # stdlib only
-
-        return check_device_name(value, name="device")
-
-    @field_validator("cpu_threads")
-    @classmethod
-    def _thread_count(cls, value: int | None) -> int | None:
-        from reflectrm.defaults import check_threads
-
-        return None if value is None else check_threads(value, name="cpu_threads")
-
-    def torch_threads(self) -> int | None:
-        """The torch CPU thread count to set (None: leave torch's default)."""
-        from reflectrm.defaults import default_threads
-
-        return self.cpu_threads if self.cpu_threads is not None else default_threads(self.model, self.device)
 
 
 class ServeSettings(BaseModel):
@@ -109,6 +77,7 @@ class ServeSettings(BaseModel):
     allowed_origins: str = ""
     # Gradio's upload folder as a whole (uploads and the files the app hands back); an upload past it gets 413
     upload_folder_max_mb: int = Field(1024, ge=1)
+    warm_up: bool = True  # load the model in the background at start, so the first judgment is quick
 
     @field_validator("auth")
     @classmethod
@@ -143,7 +112,8 @@ class Settings(SectionedSettings):
 
     store: StoreSettings = StoreSettings()
     judge: JudgeConfig = JudgeConfig()
-    generation: GenerationSettings = GenerationSettings()
+    generation: BackendConfig = BackendConfig()
+    engine: EngineConfig = EngineConfig()
     app: ServeSettings = ServeSettings()
 
     # a short `max_new_tokens` also sets stage 2's budget (as the app's one setting did), unless that is given
@@ -153,12 +123,18 @@ class Settings(SectionedSettings):
         """The judge section (plus `changes`, validated again)."""
         return self.judge.with_(**changes) if changes else self.judge
 
+    def backend_configs(self, *, model: str | None = None) -> tuple[BackendConfig, EngineConfig | None]:
+        """`load_backend`'s arguments: the generation section (another `model` if given) and, for the vllm and
+        openai backends, the engine section."""
+        generation = self.generation if model is None else replace(self.generation, model=model)
+        return generation, (self.engine if generation.backend in ENGINE_BACKENDS else None)
+
 
 AppSettings = Settings
 """The name the app's modules use for the one settings object."""
 
 SECTIONS: Mapping[str, Any] = MappingProxyType(Settings.sections())
-"""Section name -> its type: store, judge, generation, app."""
+"""Section name -> its type: store, judge, generation, engine, app."""
 
 SHORT_NAMES: Mapping[str, str] = MappingProxyType(Settings.short_names())
 """Each field's short name -> its section (field names are unique across sections; a test keeps them so)."""
@@ -202,6 +178,16 @@ OTHER_VARIABLES = ("REFLECTRM_SERVE_TOKEN", "REFLECTRM_REWARD_URL", "REFLECTRM_O
 calls it), the client's service URL, and the OpenAI-compatible backend's key."""
 
 
+RENAMED_VARIABLES: Mapping[str, str] = MappingProxyType({
+    "REFLECTRM_CPU_THREADS": "REFLECTRM_THREADS",
+    "REFLECTRM_GENERATION__CPU_THREADS": "REFLECTRM_GENERATION__THREADS",
+    "REFLECTRM_GENERATION__WARM_UP": "REFLECTRM_APP__WARM_UP",
+    "REFLECTRM_GENERATION__ENGINE": "REFLECTRM_ENGINE",
+})
+"""Variables an older version read, by the name that now sets the same thing: refused at start-up, naming the new
+one, so that nobody's setting silently stops applying."""
+
+
 def known_variables() -> set[str]:
     """Every `REFLECTRM_` environment variable ReflectRM reads: settings by section, nested and short name, and more."""
     names = {f"{ENV_PREFIX}{section.upper()}" for section in SECTIONS}
@@ -216,6 +202,10 @@ def check_environment(*, also: tuple[str, ...] = ()) -> None:
     A misspelt setting is otherwise ignored and its default silently used: `REFLECTRM_TOKEN` for
     `REFLECTRM_SERVE_TOKEN` would leave the reward service open, `REFLECTRM_AUTHS` the app without a login.
     `also` adds names a command reads besides (`serve --token-env NAME`)."""
+    renamed = sorted(name for name in os.environ if name.upper() in RENAMED_VARIABLES)
+    if renamed:
+        raise ConfigError(f"environment variable {renamed[0]} was renamed: set {RENAMED_VARIABLES[renamed[0].upper()]} "
+                          "instead (same value) and unset it")
     known = known_variables() | {name.upper() for name in also}
     unknown = sorted(name for name in os.environ if name.upper().startswith(ENV_PREFIX) and name.upper() not in known
                      and name not in known)
@@ -256,6 +246,6 @@ def parse_proxies(value: str) -> list[str]:
     return entries
 
 
-__all__ = ("OTHER_VARIABLES", "SECTIONS", "SHORT_NAMES", "AppSettings", "GenerationSettings", "ServeSettings",
+__all__ = ("OTHER_VARIABLES", "RENAMED_VARIABLES", "SECTIONS", "SHORT_NAMES", "AppSettings", "ServeSettings",
            "Settings", "check_environment", "known_variables", "load_settings", "parse_auth", "parse_list",
            "parse_proxies")

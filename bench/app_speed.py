@@ -78,7 +78,7 @@ def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3, help="judgments timed after the first (default 3)")
     parser.add_argument("--max-new-tokens", type=int, help="REFLECTRM_MAX_NEW_TOKENS (default: the app's, 1024)")
-    parser.add_argument("--cpu-threads", type=int, help="REFLECTRM_CPU_THREADS (default: torch's own choice)")
+    parser.add_argument("--threads", type=int, help="REFLECTRM_THREADS (default: the app's, as `reflectrm app`)")
     args = parser.parse_args()
 
     from reflectrm.demo import demo_domain
@@ -90,8 +90,8 @@ def main() -> None:
            "REFLECTRM_DATABASE_URL": f"sqlite:///{folder / 'bench.db'}", "REFLECTRM_AUTH": ""}
     if args.max_new_tokens:
         env["REFLECTRM_MAX_NEW_TOKENS"] = str(args.max_new_tokens)
-    if args.cpu_threads:
-        env["REFLECTRM_CPU_THREADS"] = str(args.cpu_threads)
+    if args.threads:
+        env["REFLECTRM_THREADS"] = str(args.threads)
     load_before = load_line()
     url = f"http://127.0.0.1:{port}/"
     with sync_playwright() as p:
@@ -123,7 +123,7 @@ def main() -> None:
                       "first_judgment_s": round(first, 2),
                       "judgment_median_s": round(statistics.median(warm), 2) if warm else None,
                       "judgment_max_s": round(max(warm), 2) if warm else None,
-                      "max_new_tokens": args.max_new_tokens or "default", "cpu_threads": args.cpu_threads or "default",
+                      "max_new_tokens": args.max_new_tokens or "default", "threads": args.threads or "default",
                       "load_before": load_before})
 
 

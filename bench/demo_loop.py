@@ -76,7 +76,7 @@ class Loop:
         settings = load_settings(database_url=f"sqlite:///{self.out / 'loop.db'}", model=args.model,
                                  backend=args.backend, runs_dir=self.out / "runs", warm_up=False,
                                  max_new_tokens=self.domain.output_tokens, audit_batch_size=args.batch_size,
-                                 cpu_threads=args.threads, engine=engine_options(args))
+                                 threads=args.threads, engine=engine_options(args))
         self.services = Services.start(settings)
         self.evaluation = self.services.evaluation
         self.training = self.services.training

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from reflectrm.backends import load_backend
+from reflectrm.backends import BackendConfig, load_backend
 from reflectrm.backends.base import SamplingParams
 from reflectrm.core.config import JudgeConfig
 from reflectrm.eval.benchmarks import load_benchmark, select
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     args = parser.parse_args()
-    backend = load_backend(device="cpu")
+    backend = load_backend(BackendConfig(device="cpu"))
     pairs = select(load_benchmark("demo"), limit=args.pairs, seed=1).pairs
     measure(backend, pairs[: args.batch_size], skip=False, batch_size=args.batch_size,
             max_new_tokens=args.max_new_tokens)  # warm-up: first calls at a shape are slower

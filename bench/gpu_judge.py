@@ -110,14 +110,16 @@ def judgments(backend, tokenizer, shape: Shape, count: int) -> tuple[float, floa
 
 
 def load(name: str, model_dir: str, args):  # noqa: ANN001, ANN201
-    from reflectrm.backends import load_backend
+    from reflectrm.backends import BackendConfig, EngineConfig, load_backend
 
     if name == "transformers":
-        return load_backend(model_dir, device=args.device, dtype="bf16" if args.dtype == "bfloat16" else "fp32")
+        return load_backend(BackendConfig(model=model_dir, device=args.device),
+                            dtype="bf16" if args.dtype == "bfloat16" else "fp32")
     if name == "vllm":
-        return load_backend(model_dir, backend="vllm", dtype=args.dtype, enforce_eager=args.dry_run,
-                            kv_cache_gib=1 if args.dry_run else None, max_model_len=4096)
-    return load_backend(None, backend="openai", base_urls=tuple(args.base_url))
+        return load_backend(BackendConfig(model=model_dir, backend="vllm"),
+                            EngineConfig(dtype=args.dtype, enforce_eager=args.dry_run,
+                                         kv_cache_gib=1 if args.dry_run else None, max_model_len=4096))
+    return load_backend(BackendConfig(backend="openai"), EngineConfig(base_urls=tuple(args.base_url)))
 
 
 def available(names: list[str], args) -> list[str]:  # noqa: ANN001

@@ -42,7 +42,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from reflectrm import cli as judge_cli  # noqa: E402
-from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends import BackendConfig, EngineConfig, load_backend  # noqa: E402
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.demo import demo_domain  # noqa: E402
@@ -228,15 +228,16 @@ def engine_backends(model_dir: str, args):  # noqa: ANN001, ANN201
     import signal
 
     def transformers():
-        return load_backend(model_dir, device="cpu", dtype="fp32" if args.dtype == "float32" else "bf16"), None
+        return load_backend(BackendConfig(model=model_dir, device="cpu"),
+                            dtype="fp32" if args.dtype == "float32" else "bf16"), None
 
     def vllm():
-        b = load_backend(model_dir, backend="vllm", dtype=args.dtype, kv_cache_gib=2)
+        b = load_backend(BackendConfig(model=model_dir, backend="vllm"), EngineConfig(dtype=args.dtype, kv_cache_gib=2))
         return b, b.llm.llm_engine.engine_core.shutdown
 
     def openai():
         proc = start_server(model_dir, args.dtype, args.port, args.cache / "server.log")
-        b = load_backend(None, backend="openai", base_urls=(f"http://127.0.0.1:{args.port}/v1",))
+        b = load_backend(BackendConfig(backend="openai"), EngineConfig(base_urls=(f"http://127.0.0.1:{args.port}/v1",)))
         return b, lambda: (os.killpg(proc.pid, signal.SIGTERM), proc.wait(60))
 
     return [("transformers", transformers), ("vllm engine", vllm), ("openai -> vllm server", openai)]

@@ -44,7 +44,7 @@ import httpx  # noqa: E402
 from harness import finish, parser, ratio  # noqa: E402
 
 from reflectrm import flags  # noqa: E402
-from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends import EngineConfig, load_backend  # noqa: E402
 from reflectrm.backends.config import BackendConfig  # noqa: E402
 from reflectrm.cli import BACKEND_FLAGS  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
@@ -241,11 +241,12 @@ def make_backend(args):  # noqa: ANN001, ANN201
     if judge.backend == "openai":
         if not args.base_url:
             raise SystemExit("--backend openai needs --base-url (one or more, comma-separated)")
-        return load_backend(None, backend="openai", base_urls=tuple(args.base_url.split(",")))
+        return load_backend(BackendConfig(backend="openai"), EngineConfig(base_urls=tuple(args.base_url.split(","))))
     judge = replace(judge, model=load_judge_speed().shaped_model(args.cache, args.shape))
     if judge.backend == "vllm":
-        return load_backend(judge.model, backend="vllm", dtype=args.dtype, kv_cache_gib=args.kv_cache_gib)
-    return load_backend(judge.model, device=judge.device, **judge.load_options())  # threads: judge's rule
+        return load_backend(replace(judge, backend="vllm", threads=None),
+                            EngineConfig(dtype=args.dtype, kv_cache_gib=args.kv_cache_gib))
+    return load_backend(judge)  # threads: judge's rule
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,7 +1,7 @@
 """`reflectrm import`, `reflectrm export` and `reflectrm db ...`: a thin shell over `reflectrm_db.services`.
 
 `reflectrm.cli` calls `register(sub)` to add these sub-commands. Every command takes `--db URL`
-(default: REFLECTRM_DATABASE_URL, else the SQLite file ./reflectrm.db).
+(`reflectrm.cli.add_store_flag`: default REFLECTRM_DATABASE_URL, else the SQLite file ./reflectrm.db).
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING
 
 from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES, LABEL_MAP_HELP
 from reflectrm_db.importing import format_counts, load_pair_file, parse_mapping
+from reflectrm.flags import add_store_flag
 from reflectrm.display import printable
 from reflectrm.locks import exclusive
 
 if TYPE_CHECKING:
     from reflectrm_db.services import JudgmentStore
-
-DB_HELP = "database URL or SQLite file (default: $REFLECTRM_DATABASE_URL, else ./reflectrm.db)"
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the store's sub-commands to the `reflectrm` parser."""
@@ -43,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", help="source name for rows without one (default: the file name up to its first dot)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip invalid rows (each reported with its row number and reason) instead of importing none")
-    p.add_argument("--db", help=DB_HELP)
+    add_store_flag(p)
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser(
@@ -62,17 +60,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output file (folder for hf); must not exist")
     p.add_argument("--snapshot", help="export this snapshot's examples instead of the active ones")
     p.add_argument("--include-inactive", action="store_true", help="also export excluded and withdrawn examples")
-    p.add_argument("--db", help=DB_HELP)
+    add_store_flag(p)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("db", help="database maintenance: upgrade, backup")
     db_sub = p.add_subparsers(dest="db_command", required=True)
     up = db_sub.add_parser("upgrade", help="migrate the database to this version's schema (creates a new one)")
-    up.add_argument("--db", help=DB_HELP)
+    add_store_flag(up)
     up.set_defaults(func=cmd_upgrade)
     backup = db_sub.add_parser("backup", help="copy a SQLite store with the online backup API (safe while in use)")
     backup.add_argument("path", type=Path, help="the backup file to create")
-    backup.add_argument("--db", help=DB_HELP)
+    add_store_flag(backup)
     backup.set_defaults(func=cmd_backup)
 
 

@@ -173,8 +173,24 @@ class SectionedSettings(BaseSettings):
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = [str(part) for part in first["loc"]]
+            given = first.get("input")
+            if len(loc) == 1 and loc[0] in cls.sections() and isinstance(given, dict):
+                # a section's own check (a dataclass's __post_init__) names no field: the one given that fails alone
+                failing = [name for name, value in given.items() if _fails_alone(cls.sections()[loc[0]], name, value)]
+                loc += failing[:1] if len(failing) == 1 else []
             message = first["msg"].removeprefix("Value error, ")
             raise ConfigError(f"setting {'.'.join(loc) or 'settings'}{_env_names(loc)}: {message}") from exc
+
+
+def _fails_alone(kind: Any, name: str, value: Any) -> bool:
+    """Whether the section type `kind` refuses `name=value` with every other field at its default."""
+    from pydantic import TypeAdapter
+
+    try:
+        TypeAdapter(kind).validate_python({name: value})
+    except (ValidationError, ValueError, TypeError):
+        return True
+    return False
 
 
 class _ShortEnvSource(PydanticBaseSettingsSource):

@@ -6,7 +6,7 @@
     >>> j.verdict
 """
 
-from reflectrm.backends import Backend, load_backend
+from reflectrm.backends import Backend, BackendConfig, EngineConfig, load_backend
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair
 from reflectrm.errors import BackendError, ConfigError, InputError, ReflectRMError
 from reflectrm.pipeline import judge, judge_both_orders, judge_many, rejudge
@@ -15,8 +15,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backend",
+    "BackendConfig",
     "BackendError",
     "ConfigError",
+    "EngineConfig",
     "InputError",
     "JudgeConfig",
     "Judgment",

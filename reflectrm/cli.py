@@ -31,7 +31,7 @@ from reflectrm.core.strategies import STRATEGIES
 from reflectrm.core.types import PreferencePair
 from reflectrm.display import escape_unencodable, printable
 from reflectrm.errors import InputError, ReflectRMError
-from reflectrm.flags import Flag, add_config_flags
+from reflectrm.flags import Flag, add_config_flags, add_store_flag
 from reflectrm.eval.readers import read_pairs
 from reflectrm.inputs import check_text, unique_keys
 from reflectrm.locks import exclusive
@@ -172,12 +172,12 @@ def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any
                       help='pairs: JSONL of {"id", "query" or "messages", "response_1", "response_2", "label"?}, '
                            "or JSON, CSV, Parquet, a `datasets` folder (read as `eval` reads them)")
     many.add_argument("--output", type=Path, help="JSONL of judgments; a rerun skips pairs already there")
-    many.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
+    add_batch_flag(many)
     add_judge_flags(p)
     p.add_argument("--swap", action="store_true", help="judge both orders and report whether they agree")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the anatomy")
     if open_store is not None:
-        p.add_argument("--db", help="also store judgments in this database URL (see `reflectrm db`)")
+        add_store_flag(p, optional=True)
     add_backend_flags(p)
     p.set_defaults(func=cmd_judge, open_store=open_store)
 
@@ -190,6 +190,11 @@ BACKEND_FLAGS = {
     "threads": Flag(metavar="N|auto", show=lambda _: DEFAULT_THREADS),
 }
 """What the model and backend flags add to `BackendConfig`'s fields (choices, how a default of None reads)."""
+
+
+def add_batch_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--batch-size: pairs generated together, as `judge`, `eval` and `build-data` batch them."""
+    p.add_argument("--batch-size", type=int, default=8, help="pairs generated together (default 8)")
 
 
 def add_judge_flags(p: argparse.ArgumentParser, *, skip: Collection[str] = ()) -> None:
@@ -246,33 +251,28 @@ def backend_config(args: argparse.Namespace) -> BackendConfig:
     return flags.config_from_args(BackendConfig, args)
 
 
-def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`load_backend`'s keyword options from the engine flags and --threads, checked before anything loads (the
-    model folder and the device too: `BackendConfig.check_ready`)."""
-    config = backend_config(args)
-    options = {**engine_options(args), **config.load_options()}
-    config.check_ready()
-    return options
-
-
-def load_judge(args: argparse.Namespace) -> Any:
-    """The backend the model and backend flags name, loaded (minutes on a real judge: check inputs first)."""
-    from reflectrm.backends import load_backend
-
-    config = backend_config(args)
-    return load_backend(config.model, backend=config.backend, device=config.device, **backend_options(args))
-
-
-def engine_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine flags given, as `EngineConfig` fields for `load_backend` ({} unless --backend vllm/openai)."""
+def engine_config(args: argparse.Namespace) -> Any:
+    """The `EngineConfig` the engine flags give, checked; None unless --backend vllm or openai."""
     from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
-    from reflectrm.flags import given_flags
 
     if getattr(args, "backend", None) not in ENGINE_BACKENDS:
-        return {}
-    given = given_flags(EngineConfig, args)
-    EngineConfig(**given)  # validated now: a bad flag fails before anything loads
-    return given
+        return None
+    return EngineConfig(**flags.given_flags(EngineConfig, args))
+
+
+def backend_configs(args: argparse.Namespace) -> tuple[BackendConfig, Any]:
+    """`load_backend`'s configs from the model, backend and engine flags, checked before anything loads (the model
+    folder and the device too: `BackendConfig.check_ready`)."""
+    config, engine = backend_config(args), engine_config(args)
+    config.check_ready()
+    return config, engine
+
+
+def load_judge(config: BackendConfig, engine: Any = None) -> Any:
+    """The backend the configs name, loaded (minutes on a real judge: check inputs first)."""
+    from reflectrm.backends import load_backend
+
+    return load_backend(config, engine)
 
 
 def config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -298,39 +298,61 @@ def _pair_from_args(args: argparse.Namespace) -> PreferencePair:
     return PreferencePair.from_query(args.query, args.response_1, args.response_2, label=args.label)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeRun:
+    """What `judge` does besides making judgments (`JudgeConfig`): what it reads, writes and stores."""
+
+    input: Path | None = None  # a file of pairs; None: the one pair given by flags
+    output: Path | None = None  # None with `input`: beside it, as NAME.judgments.jsonl
+    batch_size: int = 8
+    swap: bool = False
+    json: bool = False
+    db: str | None = None  # None: nothing stored; "" is refused by the store, not read as "no store"
+
+    def __post_init__(self) -> None:
+        if self.input is None and self.output is not None:
+            raise InputError("--output needs --input FILE.jsonl")
+        if self.batch_size < 1:
+            raise InputError(f"--batch-size must be at least 1, got {self.batch_size}")
+
+
 def cmd_judge(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    backend_options(args)  # checked here: a bad flag fails before anything loads
-    if args.input is None and args.output is not None:
-        raise InputError("--output needs --input FILE.jsonl")
-    if args.batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
+    config, run = config_from_args(args), JudgeRun(
+        input=args.input, output=args.output, batch_size=args.batch_size, swap=args.swap, json=args.json,
+        db=getattr(args, "db", None))
+    backend, engine = backend_configs(args)  # checked here: a bad flag fails before anything loads
     # any pair file `eval` and `import` read, by the same rules (a row without a source is the file's, as there)
-    pairs = read_pairs(args.input) if args.input else [_pair_from_args(args)]
+    pairs = read_pairs(run.input) if run.input else [_pair_from_args(args)]
+    return judge_pairs(pairs, run=run, config=config, backend=backend, engine=engine, open_store=args.open_store)
+
+
+def judge_pairs(pairs: list[PreferencePair], *, run: JudgeRun, config: JudgeConfig, backend: BackendConfig,
+                engine: Any, open_store: Callable[[str], Any] | None) -> int:
+    """Judge `pairs` as `run` says, every precondition checked before the model loads (minutes on a real judge)."""
     with contextlib.ExitStack() as stack:
         plan = None
-        if args.input is not None:  # every precondition before the model loads: it takes minutes on a real judge
-            out_path = args.output or args.input.with_suffix(".judgments.jsonl")
+        if run.input is not None:
+            out_path = run.output or run.input.with_suffix(".judgments.jsonl")
             stack.enter_context(exclusive(out_path, flag="--output"))  # one writer: read, then appended to by us only
-            plan = outputs.check_output(out_path, input_path=args.input, config=config, swap=args.swap)
+            plan = outputs.check_output(out_path, input_path=run.input, config=config, swap=run.swap)
         store = None
-        if getattr(args, "db", None) is not None:  # `--db ""` is an error (the store says so), not "no store"
-            store = stack.enter_context(args.open_store(args.db))
+        if run.db is not None and open_store is not None:
+            store = stack.enter_context(open_store(run.db))
             store.check_writable()
-        backend = load_judge(args)
+        judge = load_judge(backend, engine)
         if plan is None:
-            return _judge_one(args, pairs[0], backend, config, store)
-        return _judge_file(args, pairs, plan, backend, config, store)
+            return _judge_one(run, pairs[0], judge, config, store)
+        return _judge_file(run, pairs, plan, judge, config, store)
 
 
-def _judge_one(args: argparse.Namespace, pair: PreferencePair, backend: Any, config: JudgeConfig, store: Any) -> int:
+def _judge_one(run: JudgeRun, pair: PreferencePair, backend: Any, config: JudgeConfig, store: Any) -> int:
     from reflectrm.pipeline import judge_many
 
-    judgments = list(judge_many([pair, pair.swapped()] if args.swap else [pair], backend, config))
+    judgments = list(judge_many([pair, pair.swapped()] if run.swap else [pair], backend, config))
     # what is printed is made before the store is written: a failure in making it stores nothing
-    payload = _one_payload(judgments) if args.json else None
-    text = None if args.json else _one_text(judgments)
-    ids = store.record(judgments, swapped=args.swap) if store else None
+    payload = _one_payload(judgments) if run.json else None
+    text = None if run.json else _one_text(judgments)
+    ids = store.record(judgments, swapped=run.swap) if store else None
     if payload is not None:
         if ids:
             payload["stored_ids"] = ids
@@ -338,7 +360,7 @@ def _judge_one(args: argparse.Namespace, pair: PreferencePair, backend: Any, con
         return 0
     print(text)
     if ids:
-        print(printable(f"Stored as judgment {', '.join(f'#{i}' for i in ids)} in {args.db}"))
+        print(printable(f"Stored as judgment {', '.join(f'#{i}' for i in ids)} in {run.db}"))
     return 0
 
 
@@ -366,16 +388,16 @@ def _one_text(judgments: list[Any]) -> str:
     return text
 
 
-def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], plan: outputs.OutputPlan, backend: Any,
+def _judge_file(run: JudgeRun, pairs: list[PreferencePair], plan: outputs.OutputPlan, backend: Any,
                 config: JudgeConfig, store: Any) -> int:
     from tqdm import tqdm
 
     from reflectrm.pipeline import judge_many, orders_agree
 
     todo = [p for p in pairs if p.id not in plan.done]
-    expanded = [q for p in todo for q in ((p, p.swapped()) if args.swap else (p,))]
-    per_pair = 2 if args.swap else 1
-    judged = judge_many(expanded, backend, config, batch_size=args.batch_size * per_pair)
+    expanded = [q for p in todo for q in ((p, p.swapped()) if run.swap else (p,))]
+    per_pair = 2 if run.swap else 1
+    judged = judge_many(expanded, backend, config, batch_size=run.batch_size * per_pair)
     first = next(judged, None)  # the first judgment is in hand before the file is touched
     with contextlib.ExitStack() as stack:
         if first is not None and not plan.path.exists():  # a run that fails before its first line leaves no file
@@ -389,11 +411,11 @@ def _judge_file(args: argparse.Namespace, pairs: list[PreferencePair], plan: out
             if len(buffer) < per_pair:
                 continue
             line = {"id": buffer[0].pair.id, **buffer[0].to_dict()}
-            if args.swap:
+            if run.swap:
                 line["swapped"] = buffer[1].to_dict()
                 line["orders_agree"] = orders_agree(*buffer)
             if store:  # idempotent: a rerun after a crash between these two writes finds the stored rows
-                store.record(buffer, swapped=args.swap, idempotent=True)
+                store.record(buffer, swapped=run.swap, idempotent=True)
             assert out is not None  # opened with the first judgment
             out.write(outputs.json_line(line))  # one write per line: never half a pair
             out.flush()

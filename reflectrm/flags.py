@@ -7,6 +7,8 @@ Every field becomes `--field-name` with the dataclass's default (read by `metada
 field has one, else by its type) and, as help, the field's `metadata["help"]` or else its comment (nanoGPT style: on the field's line, or the comment lines
 right above it). `Flag` adds what a class cannot say: older option names kept working, choices, a
 default tied to another flag. The idea of TRL's `HfArgumentParser`, without its dependency.
+
+`add_store_flag` is the one `--db` of every command that takes a store (sqlite-utils' shared option).
 """
 
 from __future__ import annotations
@@ -154,6 +156,29 @@ def config_from_args(cls: type, args: argparse.Namespace, *, extra: Mapping[str,
             else:  # the field it follows has no flag here: both keep the class's defaults
                 del values[name]
     return cls(**{**values, **changes})
+
+
+# --- the store option, one definition for every command that takes a store ------------------------------------
+
+STORE_HELP = "the store: a database URL or a SQLite file path"
+"""What `--db` is, in every command that takes it (`add_store_flag`)."""
+
+STORE_DEFAULT = "$REFLECTRM_DATABASE_URL, else ./reflectrm.db"
+"""Where a command that works on the store finds it without `--db` (`reflectrm_db.settings.StoreSettings`)."""
+
+
+class StoreOption(argparse._StoreAction):
+    """The `--db` option: the one kind of action every command's `--db` is (a test walks the parsers for it)."""
+
+
+def add_store_flag(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    """`--db URL`, one definition for every command that takes a store.
+
+    `optional`: a command that judges (`judge`, `serve`) stores only when `--db` is given; without it nothing is
+    stored and no file is made (a reward service answers millions of requests; `judge` is often a one-off), so the
+    default it states is "none". Every other command works on the store itself and opens the settings' one."""
+    default = "none: nothing is stored" if optional else STORE_DEFAULT
+    p.add_argument("--db", action=StoreOption, metavar="URL", help=f"{STORE_HELP} (default: {default})")
 
 
 # --- how a field's type reads from the command line ---------------------------------------------------------

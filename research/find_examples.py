@@ -17,7 +17,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
 
-from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends import BackendConfig, load_backend  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR, domain_of, read_card  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
@@ -32,7 +32,7 @@ def main() -> int:
     args = ap.parse_args()
     domain = domain_of(args.model)
     pairs = domain.heldout_pairs(read_card(args.model), args.pairs, seed=4242, source="examples")
-    backend = load_backend(args.model, device="cpu", threads=1)
+    backend = load_backend(BackendConfig(model=args.model, device="cpu", threads=1))
     found = []
     for j in judge_many(pairs, backend, JudgeConfig(), batch_size=16):
         anchor = j.anchor_rollout

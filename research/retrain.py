@@ -50,7 +50,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
 
-from reflectrm.backends import load_backend  # noqa: E402
+from reflectrm.backends import BackendConfig, load_backend  # noqa: E402
 from reflectrm.backends.cpu_decode import cpu_has_bf16  # noqa: E402
 from reflectrm.core import JudgeConfig, Judgment, PreferencePair  # noqa: E402
 from reflectrm.core.prompts import Task  # noqa: E402
@@ -154,9 +154,9 @@ def judge_backend(model: str) -> Any:
     if ENGINE["backend"] == "vllm":
         if ENGINE.pop("open", None) is not None:
             gc.collect()  # the previous engine's memory (weights, KV cache) goes before the next one's
-        ENGINE["open"] = load_backend(model, backend="vllm")
+        ENGINE["open"] = load_backend(BackendConfig(model=model, backend="vllm"))
         return ENGINE["open"]
-    return load_backend(model, device="cpu")
+    return load_backend(BackendConfig(model=model, device="cpu"))
 
 
 def stage2(judgments: list[Judgment]) -> dict[str, Any]:
@@ -259,7 +259,8 @@ def part1(args: argparse.Namespace, out: Path, held_out: list[PreferencePair], u
     before = evaluate(args.model, held_out, label="demo judge, held-out", cache=out / "cache")
     before_unseen = (evaluate(args.model, unseen, label="demo judge, unseen problems", cache=out / "cache")
                      if unseen else None)
-    data_config = DataConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, mix=parse_mix(args.mix), seed=0)
+    data_config = DataConfig(judge=JudgeConfig(n=8, temperature=1.0, max_new_tokens=MAX_TOKENS, seed=0),
+                             mix=parse_mix(args.mix))
     started = time.perf_counter()
     stored, _ = cached(cache_path(out / "cache", "rollouts", args.model, held_in),
                        lambda: [j.to_dict() for j in collect_rollouts(held_in, judge_backend(args.model),

@@ -40,9 +40,9 @@ def no_reflectrm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def demo_backend():
     """The bundled demo judge on the transformers backend (loaded once per test session)."""
-    from reflectrm.backends import load_backend
+    from reflectrm.backends import BackendConfig, load_backend
 
-    return load_backend(device="cpu")
+    return load_backend(BackendConfig(device="cpu"))
 
 
 def load_bench(name: str, *, folder: str = "bench"):

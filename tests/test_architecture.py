@@ -41,11 +41,11 @@ FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
 DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
-                 "reflectrm.eval.scoring", "reflectrm.display", "reflectrm.locks")
+                 "reflectrm.eval.scoring", "reflectrm.display", "reflectrm.locks", "reflectrm.flags")
 """The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
 keeps evaluation items (`reflectrm.eval.scoring`'s types); its commands print through the library's one escaping
-function and lock their outputs with its one lock; nothing else (no backend, pipeline or runner). The
-settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""
+function, lock their outputs with its one lock and take the one store option (`reflectrm.flags.add_store_flag`);
+nothing else (no backend, pipeline or runner). The settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""
 
 
 def _imports(path: Path, *, package: str = "") -> set[str]:

@@ -21,13 +21,13 @@ class _Started(Exception):
 
 
 def _stop_before_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reflectrm import cli as judge_cli
+    import reflectrm.backends
     from reflectrm_app.services import Services
 
-    def started(*_: object) -> None:
+    def started(*_: object, **__: object) -> None:
         raise _Started()
 
-    monkeypatch.setattr(judge_cli, "load_judge", started)  # serve: the judge would load next
+    monkeypatch.setattr(reflectrm.backends, "load_backend", started)  # serve: the judge would load next
     monkeypatch.setattr(Services, "start", started)  # app: the services would start next
 
 

@@ -277,14 +277,14 @@ def test_a_model_that_fails_to_load_is_one_line_in_a_real_process(model: str, ex
 def test_the_apps_loading_thread_reports_a_damaged_model_in_the_header(world: Path) -> None:
     """The app loads its judge in a background thread: a damaged model is the header's one line, not an uncaught
     thread exception (`threading.excepthook`), and the first judgment meets the same error."""
-    from reflectrm.backends import load_backend
+    from reflectrm.backends import BackendConfig, load_backend
     from reflectrm.errors import BackendError
     from reflectrm_app.resources import ModelHolder
 
     uncaught: list[BaseException | None] = []
     previous, threading.excepthook = threading.excepthook, lambda args: uncaught.append(args.exc_value)
     try:
-        holder = ModelHolder(lambda: load_backend(str(world / "weights-truncated"), device="cpu"), name="damaged")
+        holder = ModelHolder(lambda: load_backend(BackendConfig(model=str(world / "weights-truncated"), device="cpu")), name="damaged")
         holder.warm_up().join()
     finally:
         threading.excepthook = previous

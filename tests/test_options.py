@@ -18,7 +18,7 @@ from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm_app.cli import build_parser, main
 
 JUDGING = ("judge", "eval", "serve", "build-data", "app")  # every command that loads a judge
-NOT_GIVEN_DEFAULTS = {"app": {"threads"}}  # app: unset flags keep its settings; threads from $REFLECTRM_CPU_THREADS
+NOT_GIVEN_DEFAULTS: dict[str, set[str]] = {}  # a command that takes no flag for a BackendConfig field
 
 
 @functools.cache
@@ -123,7 +123,7 @@ class _Loaded(Exception):
 def _judge_reads(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                  ) -> str:
     seen = []
-    monkeypatch.setattr(reflectrm.cli, "load_judge", lambda args: None)
+    monkeypatch.setattr(reflectrm.cli, "load_judge", lambda *configs: None)
     monkeypatch.setattr(reflectrm.cli, "_judge_file", lambda args, pairs, *a: seen.append(pairs) or 0)
     code = main(["judge", "--input", str(path), "--output", str(tmp_path / "out.jsonl")])
     err = capsys.readouterr().err
@@ -135,7 +135,7 @@ def _judge_reads(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
 
 def _eval_reads(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                 ) -> str:
-    def stop(args: argparse.Namespace) -> None:
+    def stop(*configs: object) -> None:
         raise _Loaded
 
     monkeypatch.setattr(reflectrm.cli, "load_judge", stop)

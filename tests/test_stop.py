@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from reflectrm.backends import ScriptedBackend, load_backend
+from reflectrm.backends import BackendConfig, ScriptedBackend, load_backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import Cancelled, GenerationCancelled
@@ -25,7 +25,7 @@ def endless_judge():
     # One thread, as the app runs the demo judge: on a busy 2-core machine two threads spin-wait each other and a
     # decode step of this 3 M-parameter model grows from ~12 ms to ~250 ms (measured at load 9).
     torch.set_num_threads(1)
-    backend = load_backend(device="cpu")
+    backend = load_backend(BackendConfig(device="cpu"))
     backend.stop_ids = {-1}  # no token id is -1: every row decodes its whole budget
     # Warm up at this shape: the first decode steps of a process are slow (one-time kernel set-up), not Stop's cost.
     list(judge_many([PAIR], backend, JudgeConfig(n=8, max_new_tokens=64, strategy="majority")))

@@ -63,9 +63,9 @@ class Runtime:
         if backend is not None:
             holder = ModelHolder(lambda: backend, name=backend.model_id)
         else:
-            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.generation.warm_up else None,
+            holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.app.warm_up else None,
                                  name=settings.generation.model or str(DEMO_MODEL_DIR))
-            if settings.generation.warm_up:
+            if settings.app.warm_up:
                 holder.warm_up()
         return cls(store=store, settings=settings, model=holder)
 
@@ -173,15 +173,7 @@ def default_runs_dir(database_url: str, *, name: str = "runs") -> Path:
 def _load_backend(settings: AppSettings, *, model: str | None = None) -> Backend:
     from reflectrm.backends import load_backend
 
-    threads = settings.generation.torch_threads()
-    if threads is not None:
-        import torch  # the transformers backend's dependency; set before the first generation
-
-        torch.set_num_threads(threads)
-
-    generation = settings.generation
-    return load_backend(model or generation.model, backend=generation.backend, device=generation.device,
-                        **generation.engine)
+    return load_backend(*settings.backend_configs(model=model))  # torch's CPU threads: `BackendConfig.threads`
 
 
 class ExportFolders:

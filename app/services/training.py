@@ -119,7 +119,7 @@ def train_config(request: TrainRequest, settings: AppSettings) -> TrainConfig:
     config = request.config
     # the largest pass, up to the config's (TrainConfig's default of 8), that divides a step's completions
     return replace(config, per_device_batch_size=math.gcd(config.completions_per_step, config.per_device_batch_size),
-                   device=settings.generation.device, cpu_threads=settings.generation.torch_threads())
+                   device=settings.generation.device, threads=settings.generation.fixed_threads())
 
 
 @dataclass
@@ -397,7 +397,7 @@ class TrainingService:
         return path, mix
 
     def _worker_env(self) -> dict[str, str]:
-        threads = self.settings.generation.torch_threads()
+        threads = self.settings.generation.fixed_threads()
         return {"OMP_NUM_THREADS": str(threads)} if threads else {}
 
     # --- watching --------------------------------------------------------------------------------------

@@ -1,17 +1,18 @@
 """`BackendConfig`: which judge model runs, on which backend and device, with how many CPU threads.
 
 Every command that loads a judge (`judge`, `eval`, `serve`, `app`, `build-data`) takes these four options
-from this one class (`reflectrm.cli.add_backend_flags`), so a flag's spelling, default and check live here only.
+from this one class (`reflectrm.cli.add_backend_flags`), and the app's generation settings are this class
+(`REFLECTRM_MODEL`, `REFLECTRM_BACKEND`, `REFLECTRM_DEVICE`, `REFLECTRM_THREADS`), so a setting's spelling,
+default and check live here only.
 
-    config = BackendConfig(model="/models/judge", backend="vllm")
-    backend = load_backend(config.model, backend=config.backend, device=config.device, **config.load_options())
+    backend = load_backend(BackendConfig(model="/models/judge", backend="vllm"), EngineConfig(max_model_len=8192))
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from reflectrm.backends.preflight import check_device_available, check_device_name, check_model_folder
 from reflectrm.defaults import check_threads, default_model, default_threads
@@ -50,7 +51,7 @@ class BackendConfig:
     backend: str = "transformers"  # generation backend: transformers, vllm or openai
     device: str = "auto"  # transformers backend: cpu, cuda, cuda:1 ... (auto: cuda when available)
     # None: DEFAULT_THREADS (`reflectrm.defaults.default_threads`)
-    threads: int | str | None = field(default=None, metadata={"parse": thread_count, "help": (
+    threads: int | Literal["auto"] | None = field(default=None, metadata={"parse": thread_count, "help": (
         "transformers backend: torch CPU threads while generating, or auto (times one thread against torch's count "
         "and keeps the faster)")})
 
@@ -74,6 +75,13 @@ class BackendConfig:
         check_model_folder(default_model(self.model))
         if self.backend == "transformers":
             check_device_available(self.device)
+
+    def fixed_threads(self) -> int | None:
+        """A whole thread count for work that cannot time "auto" (the Train tab's worker): `threads` when it is a
+        number, else `DEFAULT_THREADS`' rule (None: torch's own setting)."""
+        if isinstance(self.threads, int):
+            return self.threads
+        return default_threads(self.model, self.device) if self.backend == "transformers" else None
 
     def load_options(self) -> dict[str, Any]:
         """`load_backend`'s `threads` for the transformers backend ({} when torch keeps its own setting)."""

@@ -39,14 +39,15 @@ TIE = 0.5  # a win's share for an abstention or two identical completions
 class RewardConfig:
     """How a group's completions are compared."""
 
-    opponents: int | None = None  # None = round robin; m = each completion against m random others
-    both_orders: bool = True  # judge (a, b) and (b, a): cancels position bias, doubles the cost
+    opponents: int | None = None  # each completion against this many random others; None: every other one
+    both_orders: bool = True  # judge (a, b) and (b, a): position bias cancels; off halves the cost
     seed: int = 0  # seeds the opponent draws
     batch_size: int = 64  # pairs judged together (one engine call per stage per batch)
 
     def __post_init__(self) -> None:
         if self.opponents is not None and self.opponents < 1:
-            raise ConfigError(f"opponents must be >= 1 (or None for round robin), got {self.opponents}")
+            raise ConfigError(f"--opponents {self.opponents!r} is too few: give at least 1, or leave it out for round "
+                              "robin")
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
 

@@ -77,8 +77,26 @@ class ServeConfig:
     access: AccessConfig = AccessConfig()  # hosts and origins answered beyond this service's own (`hosts`)
 
     def __post_init__(self) -> None:
+        # the messages name the `reflectrm serve` flags, which are derived from these fields
         if self.token is not None:
             check_token(self.token, name="token")
+        if not (_whole(self.max_queue) and self.max_queue >= 0):
+            raise ConfigError(f"--max-queue {self.max_queue!r} is not a queue length: give 0 or more")
+        if not (_whole(self.max_judgments) and self.max_judgments >= 1):
+            raise ConfigError(f"--max-judgments {self.max_judgments!r} is too few: give at least 1 per request")
+        if not (_number(self.batch_window_s) and 0 <= self.batch_window_s <= 10):
+            raise ConfigError(f"--batch-window-ms {self.batch_window_s * 1000 if _number(self.batch_window_s) else self.batch_window_s!r} is "
+                              "out of range: give 0-10000 milliseconds")
+        if not (_number(self.drain_timeout_s) and 0 <= self.drain_timeout_s <= 86_400):
+            raise ConfigError(f"--drain-timeout-s {self.drain_timeout_s!r} is out of range: give 0-86400 seconds")
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 MIN_TOKEN_CHARS = 16

@@ -17,13 +17,13 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from reflectrm import cli as judge_cli
 from reflectrm import flags
-from reflectrm.cli import add_backend_flags, backend_options
+from reflectrm.cli import add_backend_flags, backend_configs
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.readers import read_pairs
@@ -53,9 +53,12 @@ def _mix_flag(text: str) -> tuple[int, int]:
 DATA_FLAGS = {
     "mix": Flag(convert=_mix_flag, show=lambda mix: f"{mix[0]}:{mix[1]}", metavar="P:R"),
     "subsample": Flag(choices=SUBSAMPLE),
-    "critique_includes_verdict": Flag(names=("--include-verdict",)),  # as `judge` names it
 }
 """What the build-data flags add to `DataConfig`'s fields; every other flag, default and help comes from the class."""
+
+ROLLOUT_SKIP = ("strategy", "bottom_frac", "reflection_temperature", "reflection_max_new_tokens", "skip_unanimous",
+                "matched_compute_n")
+"""`JudgeConfig` fields build-data has no flag for: stage 2 and the strategies play no part in rollouts."""
 
 
 def _register_build_data(sub: argparse._SubParsersAction) -> None:
@@ -68,11 +71,12 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
                    help="training rows from elsewhere (a dataset folder or JSONL, e.g. the store's hf export of "
                         "human-correction examples); repeatable; kept over generated rows on a clash")
     p.add_argument("--eval", type=Path, help="JSONL of evaluation pairs: refuse data that shares a conversation with them")
-    p.add_argument("--batch-size", type=int, default=8, help="pairs rolled out together (default 8)")
+    judge_cli.add_batch_flag(p)  # pairs rolled out together
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
     add_config_flags(p.add_argument_group("data (DataConfig: one flag per field, defaults from the paper)"),
-                     DataConfig, extra=DATA_FLAGS)
+                     DataConfig, extra=DATA_FLAGS, skip=("judge",))
+    judge_cli.add_judge_flags(p, skip=ROLLOUT_SKIP)  # the judge that rolls out: `judge`'s flags, as it spells them
     add_backend_flags(p)  # the judge that rolls out, as `judge` and `eval` name it
     p.set_defaults(func=cmd_build_data)
 
@@ -81,7 +85,7 @@ TRAIN_FLAGS = {
     "learning_rate": Flag(names=("--lr",)),
     "vllm_mode": Flag(choices=("colocate", "server")),
     "scale_rewards": Flag(choices=("group", "batch", "none")),
-    "cpu_threads": Flag(name="--threads", renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve
+    "threads": Flag(renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve; "auto" needs a judge to time
 }
 """What the training flags add to `TrainConfig`'s fields; every other flag, default and help comes from the class."""
 
@@ -118,15 +122,15 @@ def parse_mix(text: str) -> tuple[int, int]:
 
 
 def data_config_from_args(args: argparse.Namespace) -> DataConfig:
-    """The `DataConfig` the build-data flags give (one per field; see `DATA_FLAGS`)."""
-    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS)
+    """The `DataConfig` the build-data flags give (one per field; see `DATA_FLAGS`), its judge from `judge`'s flags."""
+    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS, judge=judge_cli.config_from_args(args))
 
 
 def cmd_build_data(args: argparse.Namespace) -> int:
     from reflectrm.training.data import build_training_set, collect_rollouts, read_examples, write_snapshot
 
     config = data_config_from_args(args)
-    backend_options(args)  # a bad model or backend flag fails before anything is read
+    backend, engine = backend_configs(args)  # a bad model or backend flag fails before anything is read
     if args.pairs is None and args.judgments is None and not args.extra:
         raise InputError("give --pairs (labelled pairs to roll out on), --judgments, or --extra rows")
     # Every input is read and checked before the model loads and rolls out (minutes on a real judge).
@@ -137,12 +141,12 @@ def cmd_build_data(args: argparse.Namespace) -> int:
     eval_pairs = read_pairs(args.eval, source="") if args.eval else []
     with exclusive(args.out, flag="--out", folder=True):  # one build-data per snapshot folder at a time
         if args.pairs is not None:
-            backend = judge_cli.load_judge(args)
-            judgments += collect_rollouts(pairs, backend, config, batch_size=args.batch_size,
+            judge = judge_cli.load_judge(backend, engine)
+            judgments += collect_rollouts(pairs, judge, config, batch_size=args.batch_size,
                                           progress=_progress_bar())
         built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
         snapshot = write_snapshot(built, args.out, name=args.name, extra_manifest={
-            "model": args.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
+            "model": backend.model or "demo", "pairs": str(args.pairs or ""), "eval": str(args.eval or ""),
             "extra": [str(p) for p in args.extra]})
     print(json.dumps({"snapshot": str(snapshot.path), "content_hash": snapshot.content_hash, "rows": snapshot.rows,
                       "report": asdict(built.report), "mix": mix_summary(built)}, indent=2))  # ASCII: escaped
@@ -224,26 +228,38 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return flags.config_from_args(TrainConfig, args, extra=TRAIN_FLAGS, **changes)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainRun:
+    """What `train` trains and where (its `TrainConfig` says how)."""
+
+    data: Path  # the dataset snapshot folder
+    model: str  # the model to train (the demo judge's folder when none was named)
+    output: Path  # the run folder
+    resume: bool = True  # from the run folder's last checkpoint (--fresh: False)
+    detach: bool = False  # in a background process
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from reflectrm.defaults import default_model
     from reflectrm.training.grpo import check_train_inputs
 
     config = config_from_args(args)
-    model = default_model(args.model)
-    check_train_inputs(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh)
-    if args.detach:
+    run = TrainRun(data=args.data, model=default_model(args.model), output=args.output, resume=not args.fresh,
+                   detach=args.detach)
+    check_train_inputs(run.data, model=run.model, output_dir=run.output, config=config, resume=run.resume)
+    if run.detach:
         from reflectrm.training import jobs
 
-        has_run = jobs.RunFiles(args.output).run.exists()
-        job = (jobs.resume_run(args.output) if has_run and not args.fresh
-               else jobs.start_run(args.output, data=args.data, model=model, config=config))
+        has_run = jobs.RunFiles(run.output).run.exists()
+        job = (jobs.resume_run(run.output) if has_run and run.resume
+               else jobs.start_run(run.output, data=run.data, model=run.model, config=config))
         print(printable(f"started {job.run_dir} (pid {job.process.pid if job.process else '?'}): "
                         f"watch with `reflectrm train-status {job.run_dir}`"))
         return 0
-    return _train_foreground(args, model, config)
+    return _train_foreground(run, config)
 
 
-def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig) -> int:
+def _train_foreground(run: TrainRun, config: TrainConfig) -> int:
     from reflectrm.training.grpo import train
 
     stop = threading.Event()
@@ -257,10 +273,10 @@ def _train_foreground(args: argparse.Namespace, model: str, config: TrainConfig)
 
     for s in previous:
         signal.signal(s, request_stop)
-    watcher = threading.Thread(target=_print_progress, args=(args.output, stop), daemon=True)
+    watcher = threading.Thread(target=_print_progress, args=(run.output, stop), daemon=True)
     watcher.start()
     try:
-        result = train(args.data, model=model, output_dir=args.output, config=config, resume=not args.fresh, stop=stop)
+        result = train(run.data, model=run.model, output_dir=run.output, config=config, resume=run.resume, stop=stop)
     finally:
         stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from reflectrm.core.config import check_seed, seed_number
+from reflectrm.core.config import JudgeConfig
 from reflectrm.core.prompts import DEFAULT_CONTROL_SUFFIX, Task, response_prompt
 from reflectrm.core.types import ChatMessage, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError, require
@@ -53,15 +53,13 @@ __all__ = ["ROW_FIELDS", "TrainingExample", "rows_hash"]  # re-exported from the
 class DataConfig:
     """How training data is built. Defaults follow the paper; PAPER.md 10 lists what it leaves open."""
 
-    n: int = 8  # rollouts per pair (paper: 8)
-    temperature: float = 1.0  # rollout sampling temperature (paper: 1.0)
-    max_new_tokens: int = 1024  # per rollout (paper: 1024)
+    # The judge that rolls out and the prompts the examples are rendered in: its `n` samples per pair at its
+    # `temperature`, `max_new_tokens` per sample, `seed` (also the correct/incorrect choice, critique order and
+    # subsampling), `control_suffix` and `critique_includes_verdict`. `JudgeConfig` itself, so each is defined once
+    # (paper: N = 8 at T = 1.0, 1024 tokens); stage 2's fields play no part here.
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     mix: tuple[int, int] = (4, 1)  # preference : reflection (paper: 4:1); (1, 0) = preference only (RFT baseline)
-    seed: int = field(default=0, metadata={"parse": seed_number})  # seeds rollouts, the correct/incorrect choice,
-    # critique order and subsampling
     keep_all_wrong: bool = True  # all-wrong items give preference examples (the paper only drops all-correct)
-    critique_includes_verdict: bool = False  # show each critique's verdict (Eq. 3 lists analyses only)
-    control_suffix: str = DEFAULT_CONTROL_SUFFIX  # as in JudgeConfig: the prompts the judge is used with
     # Which kind is cut to reach `mix` (paper: reflection pairs, 13,692 : 3,420). "reflection": only reflection
     # pairs are subsampled; when they are scarce every preference example is kept and the ratio falls short.
     # "either": the kind that is plentiful relative to the ratio is cut, preference examples included.
@@ -75,13 +73,13 @@ class DataConfig:
     unparseable_is_incorrect: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or self.n < 2:
-            raise ConfigError(f"n must be an integer >= 2 (mixed outcomes need two samples), got {self.n!r}")
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0 (rollouts must differ; paper: 1.0), got {self.temperature!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
-        check_seed("seed", self.seed)
+        if not isinstance(self.judge, JudgeConfig):
+            raise ConfigError(f"judge must be a JudgeConfig, got {type(self.judge).__name__}")
+        if self.judge.n < 2:
+            raise ConfigError(f"n must be an integer >= 2 (mixed outcomes need two samples), got {self.judge.n!r}")
+        if not self.judge.temperature > 0:
+            raise ConfigError(f"temperature must be > 0 (rollouts must differ; paper: 1.0), got "
+                              f"{self.judge.temperature!r}")
         mix = tuple(self.mix)
         if len(mix) != 2 or any(not isinstance(x, int) or x < 0 for x in mix) or mix == (0, 0):
             raise ConfigError(f"mix must be two integers >= 0, not both 0 (paper: (4, 1)), got {self.mix!r}")
@@ -92,10 +90,15 @@ class DataConfig:
 
     @property
     def rendering(self) -> Rendering:
-        return Rendering(control_suffix=self.control_suffix, critique_includes_verdict=self.critique_includes_verdict)
+        return Rendering(control_suffix=self.judge.control_suffix,
+                         critique_includes_verdict=self.judge.critique_includes_verdict)
+
+    def rollout_config(self) -> JudgeConfig:
+        """The judge as it rolls out: stage 1 only (majority over its `n` samples)."""
+        return self.judge.with_(strategy="majority")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "mix": list(self.mix)}
+        return {**asdict(self), "judge": self.judge.to_dict(), "mix": list(self.mix)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,17 +151,14 @@ def collect_rollouts(
     batch_size: int = 8,
     progress: Callable[[Any], None] | None = None,  # receives `reflectrm.pipeline.Progress` events
 ) -> list[Judgment]:
-    """Sample `config.n` analyses per labelled pair at `config.temperature` (stage 1 only)."""
-    from reflectrm.core.config import JudgeConfig
+    """Sample `config.judge.n` analyses per labelled pair at its temperature (stage 1 only)."""
     from reflectrm.pipeline import judge_many
 
     unlabelled = [p.id for p in pairs if p.label is None]
     if unlabelled:
         raise InputError(f"pair {unlabelled[0]!r} has no label: training data needs labelled pairs")
-    judge_config = JudgeConfig(strategy="majority", n=config.n, temperature=config.temperature,
-                               max_new_tokens=config.max_new_tokens, seed=config.seed,
-                               control_suffix=config.control_suffix)
-    return list(judge_many(unique_pairs(pairs), backend, judge_config, batch_size=batch_size, progress=progress))
+    return list(judge_many(unique_pairs(pairs), backend, config.rollout_config(), batch_size=batch_size,
+                           progress=progress))
 
 
 def unique_pairs(pairs: Iterable[PreferencePair]) -> list[PreferencePair]:
@@ -183,7 +183,7 @@ def preference_example(pair: PreferencePair, *, config: DataConfig) -> TrainingE
 def derive(j: Judgment, *, config: DataConfig,
            origins: tuple[str, str] = ("preference", "reflection")) -> recipe.DerivedExamples:
     """The recipe on one judged pair (`recipe.labelled_examples` under `config`)."""
-    return recipe.labelled_examples(j, seed=config.seed, rendering=config.rendering,
+    return recipe.labelled_examples(j, seed=config.judge.seed, rendering=config.rendering,
                                     unparseable_is_wrong=config.unparseable_is_incorrect, origins=origins)
 
 
@@ -260,7 +260,7 @@ def build_training_set(
 ) -> TrainingSet:
     """Filter, mix (`config.mix`), add `extra`, deduplicate, refuse eval overlap, and shuffle (seeded)."""
     pref, refl, report = examples_from_rollouts(judgments, config=config)
-    rng = random.Random(recipe.derive_seed(config.seed, "mix", "subsample"))
+    rng = random.Random(recipe.derive_seed(config.judge.seed, "mix", "subsample"))
     keep_p, keep_r = _kept_generated(len(pref), len(refl), extra, config)
     generated = _sample(pref, keep_p, rng) + _sample(refl, keep_r, rng)
     kept, duplicates, conflicts = deduplicate([*extra, *generated])

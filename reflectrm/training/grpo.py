@@ -150,7 +150,7 @@ class TrainConfig:
     vllm_server_url: str | None = None  # server mode: where `trl vllm-serve` listens (None: http://localhost:8000)
     device: str = "auto"  # "auto" (CUDA when available), "cpu", "cuda"
     bf16: bool | None = None  # None: bf16 on CUDA, fp32 on CPU; True on a CPU: fp32 weights, bf16 autocast
-    cpu_threads: int | None = None  # torch threads on CPU (None: torch's default); 1 wins on a busy machine
+    threads: int | None = None  # torch CPU threads while training (None: torch's default); 1 wins on a busy machine
     gradient_checkpointing: bool = True  # trade compute for memory (off for tiny models)
     save_steps: int = 50  # checkpoint every N steps (and at the end, and on cancel)
     save_total_limit: int | None = 3  # keep the newest N checkpoints (None: all)
@@ -163,8 +163,8 @@ class TrainConfig:
         object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
         self._check_numbers()
         check_seed("seed", self.seed)
-        if self.cpu_threads is not None:
-            check_positive_int("cpu_threads", self.cpu_threads)
+        if self.threads is not None:
+            check_positive_int("threads", self.threads)
         if self.max_time_s is not None and not (_number(self.max_time_s) and self.max_time_s > 0):
             raise ConfigError(f"max_time_s must be a finite number of seconds > 0 (or None: no budget), "
                               f"got {self.max_time_s!r}")
@@ -248,6 +248,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
+        if "cpu_threads" in d:  # a run recorded before the field took the one spelling every command uses
+            d = {**{k: v for k, v in d.items() if k != "cpu_threads"}, "threads": d["cpu_threads"]}
         return strict_from_dict(cls, d)
 
 
@@ -340,8 +342,8 @@ def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, 
     check_model(model)
     check_device_available(config.device, name="--device")
     config.accumulation_steps(int(os.environ.get("WORLD_SIZE", "1")))  # else TRL's ValueError, after the model loads
-    if config.cpu_threads is not None:  # here, not in TrainConfig: a run made on a bigger machine still reads
-        check_threads(config.cpu_threads, name="cpu_threads")
+    if config.threads is not None:  # here, not in TrainConfig: a run made on a bigger machine still reads
+        check_threads(config.threads, name="--threads")
     if not Path(data).is_dir():
         raise InputError(f"dataset {str(data)!r} does not exist: pass a folder written by `reflectrm build-data` "
                          "or an export with --format hf")
@@ -545,7 +547,7 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
         callbacks=[callback],
     )
     log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
-    with _cpu_threads(config):
+    with _torch_threads(config):
         output = trainer.train(resume_from_checkpoint=checkpoint)
     step = trainer.state.global_step
     cancelled = stop.is_set() or files.cancel.exists()
@@ -558,15 +560,15 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
 
 
 @contextlib.contextmanager
-def _cpu_threads(config: TrainConfig) -> Iterator[None]:
-    """torch's CPU thread count set to `config.cpu_threads` while training, then put back."""
+def _torch_threads(config: TrainConfig) -> Iterator[None]:
+    """torch's CPU thread count set to `config.threads` while training, then put back."""
     import torch
 
-    if config.cpu_threads is None or resolve_device(config.device) != "cpu":
+    if config.threads is None or resolve_device(config.device) != "cpu":
         yield
         return
     before = torch.get_num_threads()
-    torch.set_num_threads(config.cpu_threads)
+    torch.set_num_threads(config.threads)
     try:
         yield
     finally:

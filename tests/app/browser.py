@@ -33,7 +33,7 @@ def app_env(db_url: str, **extra: str) -> dict[str, str]:
            "REFLECTRM_MAX_NEW_TOKENS": str(demo_domain().output_tokens),  # the shipped judge's analyses fit
            # one torch thread: on a small shared machine (the browser and pytest run beside the server) two
            # threads can spin-wait each other into minutes per judgment
-           "REFLECTRM_CPU_THREADS": "1",
+           "REFLECTRM_THREADS": "1",
            "REFLECTRM_AUDIT_BATCH_SIZE": "1",  # Stop acts between batches: small ones make it prompt
            "TOKENIZERS_PARALLELISM": "false", "REFLECTRM_AUTH": ""}
     return {**env, **extra}

@@ -46,7 +46,7 @@ def request(snapshot: str = "s1", **changes: object) -> TrainRequest:
 
 def open_services(db: str, runs: Path) -> Services:
     """The app's services as `reflectrm app` builds them (a restart is a second call)."""
-    return make_services(db, ScriptedBackend(scripted_output), runs_dir=runs, device="cpu", cpu_threads=1)
+    return make_services(db, ScriptedBackend(scripted_output), runs_dir=runs, device="cpu", threads=1)
 
 
 @pytest.fixture
@@ -99,11 +99,11 @@ def test_runs_live_beside_a_sqlite_store_and_folder_names_are_safe(tmp_path: Pat
 
 
 def test_the_form_maps_onto_a_valid_train_config() -> None:
-    settings = AppSettings(device="cpu", cpu_threads=1)
+    settings = AppSettings(device="cpu", threads=1)
     config = train_config(request(batch_size=3, num_generations=3), settings)
     # 9 completions per step: the pass size must divide them (TrainConfig would refuse 8)
     assert (config.per_device_batch_size, config.accumulation_steps()) == (1, 9)
-    assert (config.device, config.cpu_threads, config.max_steps) == ("cpu", 1, 2)
+    assert (config.device, config.threads, config.max_steps) == ("cpu", 1, 2)
     assert (config.max_time_s, config.lr_scheduler, config.bf16) == (None, "constant", None)
     budgeted = train_config(request(max_minutes=1.5, decay_over_time=True, precision="bf16"), settings)
     assert (budgeted.max_time_s, budgeted.lr_scheduler, budgeted.bf16) == (90.0, "linear-time", True)

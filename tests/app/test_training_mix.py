@@ -138,7 +138,7 @@ def test_replay_skips_easy_items_and_greedy_judgments(tmp_path: Path) -> None:
 
     backend = ScriptedBackend(lambda prompt, seed, params: Completion(response_output(1, "one"), (-0.1,), 4, "stop"))
     services = make_services(f"sqlite:///{tmp_path / 'app.db'}", backend, runs_dir=tmp_path / "runs", device="cpu",
-                             cpu_threads=1)
+                             threads=1)
     try:
         empty = services.curation.snapshot("empty")
         for p in [*make_pairs(3, prefix="easy", label=1), *make_pairs(3, prefix="hard", label=2)]:
@@ -163,7 +163,7 @@ def test_replay_never_takes_a_conversation_an_evaluation_run_measured(tmp_path: 
 
     backend = ScriptedBackend(lambda prompt, seed, params: Completion(response_output(1, "one"), (-0.1,), 4, "stop"))
     services = make_services(f"sqlite:///{tmp_path / 'app.db'}", backend, runs_dir=tmp_path / "runs", device="cpu",
-                             cpu_threads=1)
+                             threads=1)
     try:
         empty = services.curation.snapshot("empty")
         measured = make_pairs(3, prefix="heldout", label=2)  # all wrong for this judge: replayable but for the run

@@ -131,16 +131,16 @@ def test_bad_auth_does_not_echo_the_password(monkeypatch: pytest.MonkeyPatch) ->
     assert "ok" not in str(info.value).replace("bob", "")
 
 
-def test_more_cpu_threads_than_cpus_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="cpu_threads is 100000: give a thread count from 1 to"):
-        load_settings(cpu_threads=100000)
+def test_more_threads_than_cpus_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="threads is 100000: give a thread count from 1 to"):
+        load_settings(threads=100000)
 
 
 @pytest.mark.parametrize(
     "fields, threads",
     [
         pytest.param({}, 1, id="demo-judge-one-thread"),
-        pytest.param({"cpu_threads": 1, "model": "/models/judge"}, 1, id="explicit"),
+        pytest.param({"threads": 1, "model": "/models/judge"}, 1, id="explicit"),
         # a real model keeps torch's own choice unless told
         pytest.param({"model": "/models/judge"}, None, id="real-model"),
         pytest.param({"device": "cuda"}, None, id="gpu"),
@@ -148,7 +148,7 @@ def test_more_cpu_threads_than_cpus_is_a_config_error() -> None:
 )
 def test_torch_threads(fields: dict, threads: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # set, it is the user's choice: torch's setting stays
-    assert load_settings(**fields).generation.torch_threads() == threads
+    assert load_settings(**fields).generation.fixed_threads() == threads
 
 
 def test_anchor_reason_names_the_earliest_runner_up_on_ties() -> None:

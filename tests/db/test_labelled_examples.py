@@ -39,7 +39,7 @@ def test_labelled_judgments_give_exactly_the_examples_build_data_makes(store: Ju
     store.record(judgments, swapped=False)
     report = store.derive_from_labels(seed=0)
     assert (report.judgments, report.easy, report.preference, report.reflection) == (3, 0, 3, 3)
-    pref, refl, _ = examples_from_rollouts(judgments, config=DataConfig(seed=0))
+    pref, refl, _ = examples_from_rollouts(judgments, config=DataConfig(judge=JudgeConfig(seed=0)))
     expected = {(json.dumps(e.to_row()["prompt"]), e.label, e.task.value) for e in pref + refl}
     rows = training_rows(store, tmp_path)
     assert {(json.dumps(r["prompt"]), r["label"], r["task"]) for r in rows} == expected

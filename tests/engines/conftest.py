@@ -38,9 +38,9 @@ def vllm_backend():
     """The demo judge on an in-process vLLM engine (fp32 so it matches the transformers backend)."""
     for k, v in ENV.items():
         os.environ.setdefault(k, v)
-    from reflectrm.backends import load_backend
+    from reflectrm.backends import BackendConfig, EngineConfig, load_backend
 
-    backend = load_backend(None, backend="vllm", enforce_eager=True, dtype="float32")
+    backend = load_backend(BackendConfig(backend="vllm"), EngineConfig(enforce_eager=True, dtype="float32"))
     yield backend
     backend.llm.llm_engine.engine_core.shutdown()  # now, not at interpreter exit after pytest closed its streams
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from reflectrm.backends import load_backend
+from reflectrm.backends import BackendConfig, EngineConfig, load_backend
 from reflectrm.backends import openai_backend as ob
 from reflectrm.backends.base import GenerationRequest, SamplingParams
 from reflectrm.backends.engine import EngineConfig
@@ -37,7 +37,7 @@ def backend(*servers: FakeServer, **config) -> ob.OpenAIBackend:
 
 def test_one_request_per_seed_with_logprobs_and_the_servers_only_model(server, monkeypatch):
     monkeypatch.setenv("REFLECTRM_OPENAI_API_KEY", "sk-test")
-    b = load_backend(None, backend="openai", base_urls=(server.url,))
+    b = load_backend(BackendConfig(backend="openai"), EngineConfig(base_urls=(server.url,)))
     assert b.model_id == "judge"
     [row] = b.generate([GenerationRequest(PROMPT, (11, 12, 13))], SAMPLE)
     # Sample j carries seed j: the text names the seed each request was sent with.
@@ -105,7 +105,7 @@ def test_unreachable_server_is_one_line():
 ])
 def test_bad_settings(kw, message):
     with pytest.raises(ConfigError, match=message):
-        load_backend(None, backend="openai", **kw)
+        load_backend(BackendConfig(backend="openai"), EngineConfig(**kw))
 
 
 def test_a_server_with_two_models_needs_model():

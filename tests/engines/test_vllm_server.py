@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from reflectrm.backends import load_backend
+from reflectrm.backends import BackendConfig, EngineConfig, load_backend
 from reflectrm.core import JudgeConfig
 from reflectrm.demo import demo_domain
 from reflectrm.pipeline import judge_many
@@ -22,7 +22,7 @@ CONFIG = JudgeConfig(max_new_tokens=80, reflection_max_new_tokens=80)
 
 
 def test_full_anatomy_and_greedy_verdicts_through_the_server(vllm_server, demo_backend):
-    backend = load_backend(None, backend="openai", base_urls=(vllm_server.url,))
+    backend = load_backend(BackendConfig(backend="openai"), EngineConfig(base_urls=(vllm_server.url,)))
     assert backend.model_id == "demo-judge"  # the server's only model
     [j] = judge_many(PAIRS[:1], backend, CONFIG)
     assert j.backend == "openai" and len(j.rollouts) == 8

@@ -86,7 +86,7 @@ def test_trl_reward_function_groups_repeated_prompts_and_keeps_order():
                  id="groups-mismatch"),
     pytest.param(lambda b: group_rewards(["q"], [["a"]], b, judge_config=CONFIG, references=[]), InputError,
                  "0 references", id="references-mismatch"),
-    pytest.param(lambda b: RewardConfig(opponents=0), ConfigError, "opponents must be >= 1", id="opponents-0"),
+    pytest.param(lambda b: RewardConfig(opponents=0), ConfigError, "--opponents 0 is too few", id="opponents-0"),
 ])
 def test_bad_calls(call, error, message):
     with pytest.raises(error, match=message):

@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+import reflectrm.backends
 from reflectrm.serving.hosts import AccessConfig
 from tests.serving.test_server import longer_wins, start  # noqa: F401 - `start` is the fixture
 
@@ -141,17 +142,16 @@ class _Stop(Exception):
 ])
 def test_serve_warns_in_one_line_when_it_listens_beyond_loopback_without_a_token(monkeypatch, caplog, host, token,
                                                                                  warned):
-    from reflectrm import cli as judge_cli
     from reflectrm_app.cli import main
 
     monkeypatch.delenv("REFLECTRM_SERVE_TOKEN", raising=False)
     if token:
         monkeypatch.setenv("REFLECTRM_SERVE_TOKEN", token)
 
-    def stop(args):  # the model would load next: the warning is already out
+    def stop(*args, **kwargs):  # the model would load next: the warning is already out
         raise _Stop()
 
-    monkeypatch.setattr(judge_cli, "load_judge", stop)
+    monkeypatch.setattr(reflectrm.backends, "load_backend", stop)
     with caplog.at_level("WARNING"), pytest.raises(_Stop):
         main(["serve", "--host", host, "--port", "0"])
     lines = [r.getMessage() for r in caplog.records if "listens on" in r.getMessage()]

@@ -9,6 +9,7 @@ from dataclasses import asdict
 import pytest
 
 from reflectrm.backends import ScriptedBackend
+from reflectrm.core.config import JudgeConfig
 from reflectrm.core.prompts import Task, reflection_prompt, response_prompt
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import ConfigError, InputError
@@ -28,7 +29,7 @@ from reflectrm.training.data import (
     write_snapshot,
 )
 
-CONFIG = DataConfig(n=8, max_new_tokens=64)
+CONFIG = DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64))
 
 
 def make_pair(k: int, schedule: str, *, label: int = 1) -> PreferencePair:
@@ -100,7 +101,7 @@ def test_reflection_pairs_are_seeded():
     judgments = judged([MIXED] * 6)
     first = examples_from_rollouts(judgments, config=CONFIG)[1]
     again = examples_from_rollouts(judgments, config=CONFIG)[1]
-    other = examples_from_rollouts(judgments, config=DataConfig(n=8, max_new_tokens=64, seed=1))[1]
+    other = examples_from_rollouts(judgments, config=DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64, seed=1)))[1]
     assert first == again
     assert [e.prompt for e in first] != [e.prompt for e in other]
 
@@ -148,11 +149,11 @@ def test_built_set_has_the_ratio_and_counts():
 
 def test_extra_rows_win_duplicates_and_conflicts():
     judgments = judged([MIXED] * 4 + [ALL_WRONG] * 4)
-    plain = build_training_set(judgments, config=DataConfig(n=8, max_new_tokens=64, mix=(1, 0)))
+    plain = build_training_set(judgments, config=DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64), mix=(1, 0)))
     same, flipped = plain.examples[0], plain.examples[1]
     rows = [same.to_row(), {**flipped.to_row(), "label": 3 - flipped.label}, {**same.to_row()}]
     extra = read_examples([{**row, "pair_id": 7} for row in rows], origin="corrections")
-    built = build_training_set(judgments, config=DataConfig(n=8, max_new_tokens=64, mix=(1, 0)), extra=extra)
+    built = build_training_set(judgments, config=DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64), mix=(1, 0)), extra=extra)
     r = built.report
     # the third extra row duplicates the first; the generated copies of both lose to the extra rows
     assert (r.duplicates_dropped, r.conflicts_dropped) == (2, 1)
@@ -220,7 +221,7 @@ def test_snapshot_round_trip_is_content_hashed(tmp_path):
     assert ds[0]["prompt"][0]["role"] == "user"
     assert snapshot_hash(snap.path) == snap.content_hash
     assert write_snapshot(built, tmp_path, name="demo").path == snap.path  # same content: same snapshot
-    other = build_training_set(judged([MIXED] * 8 + [ALL_WRONG] * 4), config=DataConfig(n=8, max_new_tokens=64, seed=3))
+    other = build_training_set(judged([MIXED] * 8 + [ALL_WRONG] * 4), config=DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64, seed=3)))
     assert write_snapshot(other, tmp_path, name="demo").path != snap.path
     back = read_examples(snap.path)
     assert [e.to_row() for e in back] == built.rows()
@@ -236,11 +237,12 @@ def test_an_empty_set_is_not_written(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        pytest.param({"n": 1}, "n must be an integer >= 2", id="n"),
-        pytest.param({"temperature": 0.0}, "temperature must be > 0", id="greedy-rollouts"),
+        # the judge's own rules (JudgeConfig) and the stricter ones of rollouts (DataConfig)
+        pytest.param({"judge": JudgeConfig(strategy="greedy", n=1)}, "n must be an integer >= 2", id="n"),
+        pytest.param({"judge": JudgeConfig(temperature=0.0)}, "temperature must be > 0", id="greedy-rollouts"),
         pytest.param({"mix": (0, 0)}, "mix must be two integers", id="mix-zero"),
         pytest.param({"mix": (4, -1)}, "mix must be two integers", id="mix-negative"),
-        pytest.param({"max_new_tokens": 0}, "max_new_tokens", id="tokens"),
+        pytest.param({"judge": {"max_new_tokens": 64}}, "judge must be a JudgeConfig", id="judge-as-dict"),
         pytest.param({"subsample": "preference"}, "subsample must be one of reflection, either", id="subsample"),
     ],
 )
@@ -289,7 +291,7 @@ def test_unparseable_samples_can_be_the_incorrect_side_when_chosen():
     judgments = judged(["RRRUUUUU"])
     _, refl, report = examples_from_rollouts(judgments, config=CONFIG)
     assert refl == [] and report.right_or_unparseable == 1  # the default: counted, no pair
-    chosen = DataConfig(n=8, max_new_tokens=64, unparseable_is_incorrect=True)
+    chosen = DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64), unparseable_is_incorrect=True)
     _, refl, report = examples_from_rollouts(judgments, config=chosen)
     assert (report.mixed, report.right_or_unparseable, len(refl)) == (1, 0, 1)
     text = refl[0].prompt[0].content
@@ -301,7 +303,7 @@ def test_the_default_never_cuts_preference_examples_to_force_the_ratio():
     judgments = judged([MIXED] * 2 + [ALL_WRONG] * 10)
     default = build_training_set(judgments, config=CONFIG).report
     assert (default.preference, default.reflection, default.preference_cut) == (12, 2, 0)
-    either = build_training_set(judgments, config=DataConfig(n=8, max_new_tokens=64, subsample="either")).report
+    either = build_training_set(judgments, config=DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64), subsample="either")).report
     assert (either.preference, either.reflection, either.preference_cut) == (8, 2, 4)
 
 
@@ -312,7 +314,7 @@ def test_extra_rows_count_toward_the_ratio_when_chosen():
     assert len(extra) == 2
     after = build_training_set(judgments, config=CONFIG, extra=extra).report
     assert (after.preference, after.reflection, after.extra_reflection) == (12, 3, 2)  # 12 : 5 in the end
-    inside = build_training_set(judgments, config=DataConfig(n=8, max_new_tokens=64, extra_in_mix=True),
+    inside = build_training_set(judgments, config=DataConfig(judge=JudgeConfig(n=8, max_new_tokens=64), extra_in_mix=True),
                                 extra=extra).report
     assert (inside.preference, inside.reflection, inside.extra_reflection) == (12, 1, 2)  # 12 : 3 in the end
     assert inside.reflection_cut == 7

@@ -32,7 +32,7 @@ DOMAIN = demo_domain()  # the shipped judge's own domain: GRPO needs rewards tha
 # Tiny and fast: 2 prompts x 4 completions per step, short completions, no gradient checkpointing.
 FAST = TrainConfig(learning_rate=5e-5, batch_size=2, num_generations=4, per_device_batch_size=8,
                    max_completion_length=DOMAIN.output_tokens, max_steps=3, save_steps=50, device="cpu",
-                   gradient_checkpointing=False, completions_to_record=2, cpu_threads=1)
+                   gradient_checkpointing=False, completions_to_record=2, threads=1)
 
 
 def demo_examples(n: int = 12) -> list[TrainingExample]:
@@ -88,7 +88,7 @@ def test_three_grpo_steps_change_the_weights_and_leave_a_checkpoint_judge_loads(
     assert [(c.step, c.final) for c in p.checkpoints] == [(3, False), (3, True)]
 
     from reflectrm_app.cli import main
-    from reflectrm.backends import load_backend
+    from reflectrm.backends import BackendConfig, load_backend
 
     checkpoint = run / "checkpoint-3"
     capsys.readouterr()
@@ -99,11 +99,11 @@ def test_three_grpo_steps_change_the_weights_and_leave_a_checkpoint_judge_loads(
     assert judged["model"] == str(checkpoint) and len(judged["rollouts"]) == 1
     assert judged["rollouts"][0]["num_tokens"] > 0
     assert _weights(checkpoint).keys() == after.keys()  # the checkpoint holds the same trained weights
-    assert load_backend(str(result.final_model), device="cpu").model_revision.startswith("sha256:")
+    assert load_backend(BackendConfig(model=str(result.final_model), device="cpu")).model_revision.startswith("sha256:")
 
 
 def test_lora_run_merges_into_final_and_its_adapter_checkpoint_loads(snapshot, tmp_path):
-    from reflectrm.backends import load_backend
+    from reflectrm.backends import BackendConfig, load_backend
 
     run = tmp_path / "lora"
     result = train(snapshot, model=str(DEMO_MODEL_DIR), output_dir=run,
@@ -113,7 +113,7 @@ def test_lora_run_merges_into_final_and_its_adapter_checkpoint_loads(snapshot, t
     before, after = _weights(DEMO_MODEL_DIR), _weights(result.final_model)
     assert not any("lora" in k for k in after)  # merged: a plain model judge --model loads
     assert max((before[k] - after[k]).abs().max().item() for k in before if k in after) > 1e-6
-    backend = load_backend(str(adapter.path), device="cpu")  # transformers attaches the adapter via peft
+    backend = load_backend(BackendConfig(model=str(adapter.path), device="cpu"))  # transformers attaches the adapter via peft
     assert backend.model_id == str(adapter.path)
 
 
