@@ -12,25 +12,18 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from reflectrm import cli as judge_cli
+from reflectrm_app.commands import judge, running
+from reflectrm_app.commands.options import open_store
 from reflectrm.display import printable
-from reflectrm.errors import InputError
 
-EXIT_USAGE = judge_cli.EXIT_USAGE
+EXIT_USAGE = running.EXIT_USAGE
 OPTIONAL_PARTS = MappingProxyType({  # module -> the extra that installs it
-    "reflectrm_db.cli": "store", "reflectrm_app.app_cli": "ui", "reflectrm.training.cli": "train",
-    "reflectrm_app.eval_cli": "store", "reflectrm_app.serve_cli": "serve",  # headless: neither needs the UI
+    "reflectrm_app.commands.store": "store", "reflectrm_app.commands.workbench": "ui",
+    "reflectrm_app.commands.train": "train", "reflectrm_app.commands.evaluate": "store",
+    "reflectrm_app.commands.serve": "serve",  # headless: neither evaluate nor serve needs the UI
 })
-
-
-def open_store(url: str) -> Any:
-    try:
-        from reflectrm_db.services import JudgmentStore
-    except ImportError as exc:
-        raise InputError("--db needs the store: install it with `pip install 'reflectrm[store]'`") from exc
-    return JudgmentStore.open(url, in_memory_ok=False)  # a command's records must outlive it
 
 
 def _optional_registers() -> list[Callable[[argparse._SubParsersAction], None]]:
@@ -55,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="reflectrm", description="ReflectRM: a self-reflecting generative reward model.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    judge_cli.register(sub, open_store=open_store)
+    judge.register(sub, open_store=open_store)
     for register in _optional_registers():
         register(sub)
     return parser
@@ -65,14 +58,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    judge_cli.safe_streams()  # from the start: a usage error can quote what was typed
+    running.safe_streams()  # from the start: a usage error can quote what was typed
     args = build_parser().parse_args(argv)
     handler = logging.StreamHandler()
-    handler.setFormatter(judge_cli.PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(running.PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     if not args.verbose:
         _quiet_libraries()
-    return judge_cli.run_command(args)  # known failures one line, exit 2; output escaped and never an error
+    return running.run_command(args)  # known failures one line, exit 2; output escaped and never an error
 
 
 def _quiet_libraries() -> None:

@@ -30,7 +30,7 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 from reflectrm import flags  # noqa: E402
 from reflectrm.backends.config import BackendConfig  # noqa: E402
-from reflectrm.cli import BACKEND_FLAGS  # noqa: E402
+from reflectrm_app.commands.options import BACKEND_FLAGS  # noqa: E402
 
 QWEN3_4B = {"hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936}

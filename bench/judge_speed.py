@@ -41,7 +41,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from reflectrm import cli as judge_cli  # noqa: E402
+from reflectrm_app.commands import options  # noqa: E402
 from reflectrm.backends import BackendConfig, EngineConfig, load_backend  # noqa: E402
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
@@ -104,9 +104,9 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=128)
-    judge_cli.add_backend_flags(ap, skip=("backend",))  # as `judge` takes them; transformers only
+    options.add_backend_flags(ap, skip=("backend",))  # as `judge` takes them; transformers only
     args = ap.parse_args()
-    real = judge_cli.load_judge(args)
+    real = options.load_judge(*options.backend_configs(args))
     naive = NaiveBackend(real)
     pairs = demo_domain().make_pairs(args.pairs, seed=2024, source="bench")
     config = JudgeConfig(max_new_tokens=args.max_new_tokens, reflection_max_new_tokens=args.max_new_tokens)

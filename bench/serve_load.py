@@ -46,7 +46,7 @@ from harness import finish, parser, ratio  # noqa: E402
 from reflectrm import flags  # noqa: E402
 from reflectrm.backends import EngineConfig, load_backend  # noqa: E402
 from reflectrm.backends.config import BackendConfig  # noqa: E402
-from reflectrm.cli import BACKEND_FLAGS  # noqa: E402
+from reflectrm_app.commands.options import BACKEND_FLAGS  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.demo.tasks import make_pairs  # noqa: E402
 from reflectrm.serving.rewards import RewardConfig, group_rewards, judgments_needed  # noqa: E402

@@ -158,29 +158,6 @@ def config_from_args(cls: type, args: argparse.Namespace, *, extra: Mapping[str,
     return cls(**{**values, **changes})
 
 
-# --- the store option, one definition for every command that takes a store ------------------------------------
-
-STORE_HELP = "the store: a database URL or a SQLite file path"
-"""What `--db` is, in every command that takes it (`add_store_flag`)."""
-
-STORE_DEFAULT = "$REFLECTRM_DATABASE_URL, else ./reflectrm.db"
-"""Where a command that works on the store finds it without `--db` (`reflectrm_db.settings.StoreSettings`)."""
-
-
-class StoreOption(argparse._StoreAction):
-    """The `--db` option: the one kind of action every command's `--db` is (a test walks the parsers for it)."""
-
-
-def add_store_flag(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
-    """`--db URL`, one definition for every command that takes a store.
-
-    `optional`: a command that judges (`judge`, `serve`) stores only when `--db` is given; without it nothing is
-    stored and no file is made (a reward service answers millions of requests; `judge` is often a one-off), so the
-    default it states is "none". Every other command works on the store itself and opens the settings' one."""
-    default = "none: nothing is stored" if optional else STORE_DEFAULT
-    p.add_argument("--db", action=StoreOption, metavar="URL", help=f"{STORE_HELP} (default: {default})")
-
-
 # --- how a field's type reads from the command line ---------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the shared bench harness
 
-from reflectrm import cli as judge_cli  # noqa: E402
+from reflectrm_app.commands import options  # noqa: E402
 from reflectrm.backends.base import GenerationRequest, SamplingParams  # noqa: E402
 from reflectrm.core import JudgeConfig  # noqa: E402
 from reflectrm.core.parsing import parse_output  # noqa: E402
@@ -195,10 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                          "reflection's ceiling in a few minutes, to find the build stage worth the full run")
     # the judge as `reflectrm judge` takes it (BackendConfig, EngineConfig): --model DIR, a running-sum demo judge;
     # --backend vllm (the `vllm` extra) is 20-30x faster on a CPU here
-    judge_cli.add_backend_flags(ap)
+    options.add_backend_flags(ap)
     ap.add_argument("--card", action="store_true",
                     help="also write the figures into the model's demo_card.json (its \"eval\": what the card shows)")
     args = ap.parse_args(argv)
+    args.argv = argv  # what the card records as the command that measured it
     args.model = default_model(args.model)  # its folder: the card says what its build trained on
     try:
         return run(args)
@@ -232,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         if not os.access(args.out.parent, os.W_OK) or args.out.is_dir():
             raise InputError(f"--out {args.out}: not a writable file path: pick another")
     pairs = heldout_pairs(card, args.pairs, seed=EVAL_SEED, source="demo-steps-heldout")
-    backend = judge_cli.load_judge(args)
+    backend = options.load_judge(*options.backend_configs(args))
     tokens = args.max_new_tokens or domain_of(args.model).output_tokens
     config = JudgeConfig(max_new_tokens=tokens, reflection_max_new_tokens=tokens)
     t0 = time.perf_counter()
@@ -319,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
             for j in two:
                 f.write(json.dumps(j.to_dict()) + "\n")
     if args.card:
-        write_card(args.model, figures, argv)
+        write_card(args.model, figures, args.argv)
     return finish(figures)
 
 

@@ -61,7 +61,7 @@ from reflectrm.eval.compare import paired_difference  # noqa: E402
 from reflectrm.eval.runner import EvalPlan  # noqa: E402
 from reflectrm.eval.runner import evaluate as run_evaluation  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
-from reflectrm.training.cli import parse_mix  # noqa: E402
+from reflectrm_app.commands.train import parse_mix  # noqa: E402
 from reflectrm.training.data import (  # noqa: E402
     DataConfig,
     build_training_set,

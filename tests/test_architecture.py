@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.eval",),  # benchmarks, metrics and the evaluation runner (the demo domain is one benchmark)
     ("reflectrm.render", "reflectrm.audit"),  # a judgment's anatomy and audit figures, with eval's intervals
     ("reflectrm.serving",),  # the judge as a reward: pairwise group rewards, the HTTP service and its clients
-    ("reflectrm.cli", "reflectrm.flags", "reflectrm.training.cli"),  # the command-line shells, flags from configs
+    ("reflectrm.flags",),  # command-line flags derived from the config classes (the commands are the app's)
 )
 """The library's layers, lowest first. A new module belongs to the longest declared prefix of its name."""
 
@@ -41,11 +41,10 @@ FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
 DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
-                 "reflectrm.eval.scoring", "reflectrm.display", "reflectrm.locks", "reflectrm.flags")
+                 "reflectrm.eval.scoring", "reflectrm.display", "reflectrm.locks")
 """The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
-keeps evaluation items (`reflectrm.eval.scoring`'s types); its commands print through the library's one escaping
-function, lock their outputs with its one lock and take the one store option (`reflectrm.flags.add_store_flag`);
-nothing else (no backend, pipeline or runner). The settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""
+keeps evaluation items (`reflectrm.eval.scoring`'s types), prints through the library's one escaping function and
+locks its outputs with its one lock; nothing else (no backend, pipeline or runner). The settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""
 
 
 def _imports(path: Path, *, package: str = "") -> set[str]:
@@ -179,7 +178,8 @@ def test_cycle_finder(graph, has_cycle):
 
 
 def test_layer_lookup_takes_the_longest_prefix():
-    assert _layer("reflectrm.training.cli") == len(LAYERS) - 1  # not training's layer
+    assert _layer("reflectrm.flags") == len(LAYERS) - 1
+    assert _layer("reflectrm.training.runs") == _layer("reflectrm.training") < _layer("reflectrm.flags")
     assert _layer("reflectrm.training.grpo") == _layer("reflectrm.training")
     assert _layer("reflectrm.core.parsing") == 1
     assert _layer("reflectrm.corex") is None  # a prefix must end at a dot
@@ -200,15 +200,17 @@ FOLDERS = {"reflectrm": "reflectrm", "db": "reflectrm_db", "app": "reflectrm_app
 """Repository folder -> the package it installs as (`setup.py` maps them)."""
 
 PACKAGE_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("reflectrm.errors", "reflectrm.core"), ("reflectrm",), ("reflectrm_db",), ("reflectrm_app",), ("reflectrm_app.ui",))
-"""Lowest first: the errors and the pure core, the library, the store, the headless service layer (judging, evaluation, training,
-curation, settings, the CLI), the Gradio UI that draws and calls the services."""
+    ("reflectrm.errors", "reflectrm.core"), ("reflectrm",), ("reflectrm_db",), ("reflectrm_app",),
+    ("reflectrm_app.commands", "reflectrm_app.cli"), ("reflectrm_app.ui",))
+"""Lowest first: the errors and the pure core, the library, the store, the headless service layer (judging, evaluation,
+training, curation, settings), the commands (one module each, over the services; `cli.py` assembles them), the Gradio UI
+that draws and calls the services."""
 
 UI = "reflectrm_app.ui"
 UI_ONLY = ("gradio",)
 """What only the UI loads: a headless command (`judge`, `eval`, `serve`, `db`, ...) runs without Gradio."""
 
-STARTS_THE_UI = "reflectrm_app.app_cli"
+STARTS_THE_UI = "reflectrm_app.commands.workbench"
 """`reflectrm app`: the one headless module that imports the UI, inside its command function (lazily)."""
 
 

@@ -26,14 +26,14 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def test_the_cli_reference_is_what_the_parser_prints_now():
-    from reflectrm_app.cli_reference import PAGE, render
+    from reflectrm_app.commands.reference import PAGE, render
 
-    assert PAGE.read_text(encoding="utf-8") == render(), "docs/cli.md is stale: python -m reflectrm_app.cli_reference"
+    assert PAGE.read_text(encoding="utf-8") == render(), "docs/cli.md is stale: python -m reflectrm_app.commands.reference"
 
 
 def test_the_cli_reference_covers_every_command_and_sub_command():
     from reflectrm_app.cli import build_parser
-    from reflectrm_app.cli_reference import walk
+    from reflectrm_app.commands.reference import walk
 
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
     for path, _ in walk(build_parser()):

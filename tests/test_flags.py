@@ -7,10 +7,10 @@ from dataclasses import fields
 
 import pytest
 
-from reflectrm import cli as judge_cli
+from reflectrm_app.commands import judge, options
 from reflectrm.core.config import JudgeConfig
 from reflectrm.flags import field_help
-from reflectrm.training import cli as train_cli
+from reflectrm_app.commands import train as train_cli
 from reflectrm.training.data import DataConfig
 from reflectrm.training.grpo import TrainConfig
 
@@ -24,7 +24,7 @@ def _parser(register) -> argparse.ArgumentParser:  # noqa: ANN001
 
 
 def judge_config(*argv: str) -> JudgeConfig:
-    return judge_cli.config_from_args(_parser(judge_cli.register).parse_args(["judge", *argv]))
+    return options.config_from_args(_parser(judge.register).parse_args(["judge", *argv]))
 
 
 def data_config(*argv: str) -> DataConfig:
@@ -202,15 +202,15 @@ def test_the_threads_flag_and_its_default(argv, env, want, monkeypatch):
     if env is not None:
         monkeypatch.setenv("OMP_NUM_THREADS", env)
     p = argparse.ArgumentParser()
-    judge_cli.add_backend_flags(p)
-    assert judge_cli.backend_config(p.parse_args(argv)).load_options() == want
+    options.add_backend_flags(p)
+    assert options.backend_config(p.parse_args(argv)).load_options() == want
 
 
 def test_more_threads_than_cpus_is_refused_before_anything_loads(capsys):
     from reflectrm.defaults import usable_cpus
 
     p = argparse.ArgumentParser()
-    judge_cli.add_backend_flags(p)
+    options.add_backend_flags(p)
     assert p.parse_args(["--threads", str(usable_cpus())]).threads == usable_cpus()
     with pytest.raises(SystemExit):
         p.parse_args(["--threads", "100000"])  # torch crashed (SIGSEGV) at this count

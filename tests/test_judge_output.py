@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import reflectrm.backends
-import reflectrm.cli
+from reflectrm_app.commands import judge
 import reflectrm.outputs
 from reflectrm_app.cli import main
 from reflectrm_db.services import JudgmentStore
@@ -139,4 +139,4 @@ def test_a_lone_surrogate_from_a_stored_pair_is_written_as_an_escape(tmp_path: P
 def test_an_input_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(PAIRS[0]) + "\n").encode())
-    assert [p.id for p in reflectrm.cli.read_pairs(path)] == ["p0"]
+    assert [p.id for p in judge.read_pairs(path)] == ["p0"]

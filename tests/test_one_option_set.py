@@ -18,14 +18,14 @@ from reflectrm.backends import BackendConfig, EngineConfig, load_backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.errors import ConfigError
 from reflectrm.eval.runner import EvalPlan
-from reflectrm.flags import STORE_DEFAULT, STORE_HELP, StoreOption
+from reflectrm_app.commands.options import STORE_DEFAULT, STORE_HELP, StoreOption
 from reflectrm.serving.hosts import AccessConfig
 from reflectrm.serving.rewards import RewardConfig
 from reflectrm.serving.server import ServeConfig
 from reflectrm.training.data import DataConfig
 from reflectrm.training.grpo import TrainConfig
 from reflectrm_app.cli import build_parser, main
-from reflectrm_app.serve_cli import SERVE_SKIP, ServerOptions
+from reflectrm_app.commands.serve import SERVE_SKIP, ServerOptions
 from reflectrm_app.settings import (RENAMED_VARIABLES, SECTIONS, SHORT_NAMES, ServeSettings, Settings,
                                     known_variables, load_settings)
 from reflectrm_db.settings import ENV_PREFIX, StoreSettings, section_fields
@@ -260,7 +260,7 @@ OLD_SPELLING = re.compile(r"cpu[_-]threads", re.IGNORECASE)
 OLD_SPELLING_KEPT = {  # file -> occurrences that exist to refuse or read the old name, not to use it
     "app/settings.py": 3,  # RENAMED_VARIABLES (2) and the docstring that says so
     "reflectrm/training/grpo.py": 3,  # TrainConfig.from_dict reads a run recorded under the old field name
-    "reflectrm/training/cli.py": 1,  # `train --cpu-threads` refused, naming --threads
+    "app/commands/train.py": 1,  # `train --cpu-threads` refused, naming --threads
     "docs/app.md": 1,  # tells a user the old variable is refused, and its new name
 }
 

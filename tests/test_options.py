@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import reflectrm.cli
+from reflectrm_app.commands import judge, options
 from reflectrm.backends.config import BackendConfig
 from reflectrm.core.config import JudgeConfig
 from reflectrm.eval.readers import format_counts, label_counts
@@ -123,8 +123,8 @@ class _Loaded(Exception):
 def _judge_reads(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                  ) -> str:
     seen = []
-    monkeypatch.setattr(reflectrm.cli, "load_judge", lambda *configs: None)
-    monkeypatch.setattr(reflectrm.cli, "_judge_file", lambda args, pairs, *a: seen.append(pairs) or 0)
+    monkeypatch.setattr(judge, "load_judge", lambda *configs: None)
+    monkeypatch.setattr(judge, "_judge_file", lambda args, pairs, *a: seen.append(pairs) or 0)
     code = main(["judge", "--input", str(path), "--output", str(tmp_path / "out.jsonl")])
     err = capsys.readouterr().err
     if code != 0:
@@ -138,7 +138,7 @@ def _eval_reads(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
     def stop(*configs: object) -> None:
         raise _Loaded
 
-    monkeypatch.setattr(reflectrm.cli, "load_judge", stop)
+    monkeypatch.setattr(options, "load_judge", stop)  # where `eval` finds it
     argv = ["eval", "--benchmark", "file", "--data", str(path), "--db", str(tmp_path / "eval.db")]
     try:
         code = main(argv)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import reflectrm.backends
-import reflectrm.cli
+from reflectrm_app.commands import judge, running
 from reflectrm.backends import ScriptedBackend
 from reflectrm.core.types import PreferencePair
 from reflectrm.display import printable
@@ -138,7 +138,7 @@ def test_every_error_line_is_escaped(hostile: str, tmp_path: Path, monkeypatch: 
     def refuse(*args: object, **kwargs: object) -> None:
         raise InputError(f"row 3: label {hostile} is not 1 or 2: fix the row")
 
-    monkeypatch.setattr(reflectrm.cli, "read_pairs", refuse)
+    monkeypatch.setattr(judge, "read_pairs", refuse)
     (tmp_path / "p.jsonl").write_text("{}\n")
     assert main(["judge", "--input", str(tmp_path / "p.jsonl")]) == 2
     err = capsys.readouterr().err
@@ -165,7 +165,7 @@ def test_log_records_are_escaped_and_keep_their_lines() -> None:
     import logging
 
     record = logging.LogRecord("x", logging.WARNING, __file__, 1, "snapshot %s\nsecond line", ("a\x1b[2Jb",), None)
-    text = reflectrm.cli.PrintableFormatter("%(message)s").format(record)
+    text = running.PrintableFormatter("%(message)s").format(record)
     assert text == "snapshot a\\u001b[2Jb\nsecond line"
 
 

@@ -1,7 +1,7 @@
 """`BackendConfig`: which judge model runs, on which backend and device, with how many CPU threads.
 
 Every command that loads a judge (`judge`, `eval`, `serve`, `app`, `build-data`) takes these four options
-from this one class (`reflectrm.cli.add_backend_flags`), and the app's generation settings are this class
+from this one class (`reflectrm_app.commands.options.add_backend_flags`), and the app's generation settings are this class
 (`REFLECTRM_MODEL`, `REFLECTRM_BACKEND`, `REFLECTRM_DEVICE`, `REFLECTRM_THREADS`), so a setting's spelling,
 default and check live here only.
 

@@ -1,7 +1,7 @@
 """Settings of the serving engines (`vllm`, `openai`), and the error a stopped generation raises.
 
 One frozen dataclass holds every engine option; the CLI derives its flags from it
-(`reflectrm.cli.add_engine_flags`), so a flag, its default and its check live here only.
+(`reflectrm_app.commands.options.add_engine_flags`), so a flag, its default and its check live here only.
 """
 
 from __future__ import annotations

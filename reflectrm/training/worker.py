@@ -20,7 +20,7 @@ from pathlib import Path
 from reflectrm.errors import OutputBusy
 from reflectrm.training.runs import RunFiles, now_iso
 
-EXIT_CANCELLED = 130  # as `reflectrm train` (`reflectrm.training.cli.EXIT_CANCELLED`)
+EXIT_CANCELLED = 130  # as `reflectrm train` (`reflectrm_app.commands.train.EXIT_CANCELLED`)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ class NotInstalled(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r} (blocked: the store extra has no gradio)")
 
 sys.meta_path.insert(0, NotInstalled())
-import reflectrm_db.cli  # the store's command-line shell
+import reflectrm_app.commands.store  # the store's command-line shell
 from reflectrm_app.cli import main
 codes = [main(argv) for argv in json.loads(sys.argv[1])]
 print(json.dumps({"codes": codes, "loaded": [m for m in ("gradio", "torch") if m in sys.modules]}))
@@ -42,6 +42,6 @@ def test_store_commands_work_without_gradio(tmp_path: Path) -> None:
 
 
 def test_importing_the_store_cli_loads_no_ui() -> None:
-    code = "import sys, reflectrm_db.cli, reflectrm_db.services; print('gradio' in sys.modules)"
+    code = "import sys, reflectrm_app.commands.store, reflectrm_db.services; print('gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"

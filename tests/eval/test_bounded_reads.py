@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm import cli as judge_cli
+from reflectrm_app.commands import judge
 from reflectrm.core.types import MAX_PAIR_CHARS
 from reflectrm.errors import InputError
 from reflectrm.eval.readers import read_pairs
 from reflectrm.inputs import MAX_LINE_BYTES
 
 PAIR = {"query": "q", "response_1": "a", "response_2": "b", "label": 1}
-READERS = [pytest.param(read_pairs, id="import-eval-reader"), pytest.param(judge_cli.read_pairs, id="judge-input")]
+READERS = [pytest.param(read_pairs, id="import-eval-reader"), pytest.param(judge.read_pairs, id="judge-input")]
 
 
 def _zeros_gz(path: Path, mib: int) -> Path:
@@ -94,7 +94,7 @@ def test_a_fifo_is_refused_at_once_without_a_writer(tmp_path: Path, kind: str) -
 def test_the_judge_input_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
-    code = ("import sys; from pathlib import Path; from reflectrm.cli import read_pairs; "
+    code = ("import sys; from pathlib import Path; from reflectrm_app.commands.judge import read_pairs; "
             "from reflectrm.errors import InputError\n"
             "try:\n    read_pairs(Path(sys.argv[1]))\nexcept InputError as e:\n    print(e)")
     done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)

@@ -75,7 +75,7 @@ def test_compare_refuses_runs_over_different_pairs_with_the_same_ids(tmp_path: P
 def test_judgebench_judges_both_orders_by_default(argv: list[str], both: bool) -> None:
     import argparse
 
-    from reflectrm_app.eval_cli import register, request_from_args
+    from reflectrm_app.commands.evaluate import register, request_from_args
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -85,7 +85,7 @@ def test_judgebench_judges_both_orders_by_default(argv: list[str], both: bool) -
 def test_the_limit_draw_and_the_judge_seed_are_separate_and_the_limit_names_its_unit() -> None:
     import argparse
 
-    from reflectrm_app.eval_cli import describe_data, register, request_from_args
+    from reflectrm_app.commands.evaluate import describe_data, register, request_from_args
     from reflectrm.core.types import PreferencePair
     from reflectrm.eval.benchmarks import Benchmark, select
 

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from reflectrm.training import cli
+import reflectrm.training
+from reflectrm_app.commands import train as cli
 
-CONFIGS = Path(cli.__file__).resolve().parent / "configs"
+CONFIGS = Path(reflectrm.training.__file__).resolve().parent / "configs"
 
 
 def train_commands(text: str) -> list[str]:
     """The arguments after `train` of every documented `reflectrm train` command (continuations joined)."""
     joined = re.sub(r"\\\n\s*", " ", text)
-    return [m.group(1) for m in re.finditer(r"(?:reflectrm train|reflectrm\.training\.cli train)( [^\n]*)", joined)]
+    return [m.group(1) for m in re.finditer(r"(?:reflectrm train|reflectrm_app\.commands\.train train)( [^\n]*)", joined)]
 
 
 def known_train_flags() -> set[str]:

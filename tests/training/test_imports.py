@@ -12,7 +12,7 @@ from tests.test_architecture import HEAVY, ROOT, _imports
 
 def test_importing_training_loads_no_heavy_module():
     code = (
-        "import sys, json, reflectrm.training, reflectrm.training.cli, reflectrm.training.jobs, "
+        "import sys, json, reflectrm.training, reflectrm_app.commands.train, reflectrm.training.jobs, "
         "reflectrm.training.worker, reflectrm.training.data, reflectrm.training.grpo, reflectrm.training.rewards;"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
     )

@@ -35,7 +35,7 @@ def test_a_bad_reward_name_fails_when_the_config_is_made(name, message):
 
 
 def test_training_loads_no_task_domain_until_a_run_names_one():
-    code = ("import sys, json, reflectrm.training.rewards, reflectrm.training.grpo, reflectrm.training.cli;"
+    code = ("import sys, json, reflectrm.training.rewards, reflectrm.training.grpo, reflectrm_app.commands.train;"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('reflectrm.demo'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert json.loads(out.stdout) == []

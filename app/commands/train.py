@@ -6,7 +6,7 @@
     reflectrm train-status runs/r1 [--json]
 
 `reflectrm_app.cli` adds these to the `reflectrm` command. Under `accelerate launch` (several GPUs or nodes),
-run this module: `accelerate launch --config_file CFG -m reflectrm.training.cli train ...`.
+run this module: `accelerate launch --config_file CFG -m reflectrm_app.commands.train train ...`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reflectrm import cli as judge_cli
+from reflectrm_app.commands import options
 from reflectrm import flags
-from reflectrm.cli import add_backend_flags, backend_configs
+from reflectrm_app.commands.options import add_backend_flags, backend_configs
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.readers import read_pairs
@@ -71,12 +71,12 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
                    help="training rows from elsewhere (a dataset folder or JSONL, e.g. the store's hf export of "
                         "human-correction examples); repeatable; kept over generated rows on a clash")
     p.add_argument("--eval", type=Path, help="JSONL of evaluation pairs: refuse data that shares a conversation with them")
-    judge_cli.add_batch_flag(p)  # pairs rolled out together
+    options.add_batch_flag(p)  # pairs rolled out together
     p.add_argument("--out", type=Path, default=Path("data"), help="folder for snapshots (default ./data)")
     p.add_argument("--name", default="train", help="snapshot name prefix (default train)")
     add_config_flags(p.add_argument_group("data (DataConfig: one flag per field, defaults from the paper)"),
                      DataConfig, extra=DATA_FLAGS, skip=("judge",))
-    judge_cli.add_judge_flags(p, skip=ROLLOUT_SKIP)  # the judge that rolls out: `judge`'s flags, as it spells them
+    options.add_judge_flags(p, skip=ROLLOUT_SKIP)  # the judge that rolls out: `judge`'s flags, as it spells them
     add_backend_flags(p)  # the judge that rolls out, as `judge` and `eval` name it
     p.set_defaults(func=cmd_build_data)
 
@@ -123,7 +123,7 @@ def parse_mix(text: str) -> tuple[int, int]:
 
 def data_config_from_args(args: argparse.Namespace) -> DataConfig:
     """The `DataConfig` the build-data flags give (one per field; see `DATA_FLAGS`), its judge from `judge`'s flags."""
-    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS, judge=judge_cli.config_from_args(args))
+    return flags.config_from_args(DataConfig, args, extra=DATA_FLAGS, judge=options.config_from_args(args))
 
 
 def cmd_build_data(args: argparse.Namespace) -> int:
@@ -141,7 +141,7 @@ def cmd_build_data(args: argparse.Namespace) -> int:
     eval_pairs = read_pairs(args.eval, source="") if args.eval else []
     with exclusive(args.out, flag="--out", folder=True):  # one build-data per snapshot folder at a time
         if args.pairs is not None:
-            judge = judge_cli.load_judge(backend, engine)
+            judge = options.load_judge(backend, engine)
             judgments += collect_rollouts(pairs, judge, config, batch_size=args.batch_size,
                                           progress=_progress_bar())
         built = build_training_set(judgments, config=config, extra=extra, eval_pairs=eval_pairs)
@@ -346,8 +346,8 @@ def cmd_train_status(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for `python -m reflectrm.training.cli` (what `accelerate launch -m` runs)."""
-    from reflectrm.cli import run_command
+    """Entry point for `python -m reflectrm_app.commands.train` (what `accelerate launch -m` runs)."""
+    from reflectrm_app.commands.running import run_command
 
     parser = argparse.ArgumentParser(prog="reflectrm-train")
     register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))

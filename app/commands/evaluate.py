@@ -19,8 +19,8 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from reflectrm import cli as judge_cli
-from reflectrm.cli import add_backend_flags, add_batch_flag, add_judge_flags, backend_configs, config_from_args
+from reflectrm_app.commands import options
+from reflectrm_app.commands.options import add_backend_flags, add_batch_flag, add_judge_flags, backend_configs, config_from_args
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
@@ -28,7 +28,7 @@ from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
 from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.eval.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
-from reflectrm.flags import add_store_flag
+from reflectrm_app.commands.options import add_store_flag
 from reflectrm.locks import exclusive
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -153,7 +153,7 @@ def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, ba
     stop = threading.Event()
     with JudgmentStore.open(run_options.db, in_memory_ok=False) as store:  # a run's records must outlive it
         store.check_writable()  # a read-only store fails now, not after the first batch is judged
-        judge = judge_cli.load_judge(backend, engine)
+        judge = options.load_judge(backend, engine)
         evals = Evaluations(store)
         with _stop_on_signals(stop):  # from here on a stop leaves a report; before, Ctrl-C ends the command (130)
             run = evals.run(request, backend=judge, config=config, should_stop=stop.is_set,

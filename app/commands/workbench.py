@@ -16,10 +16,11 @@ from dataclasses import fields
 from typing import Any
 
 from reflectrm.backends.config import BackendConfig
-from reflectrm.cli import add_access_flags, add_backend_flags
+from reflectrm_app.commands.options import add_access_flags, add_backend_flags
 from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
-from reflectrm.flags import add_config_flags, add_store_flag, given_flags
+from reflectrm.flags import add_config_flags, given_flags
+from reflectrm_app.commands.options import add_store_flag
 
 log = logging.getLogger(__name__)
 

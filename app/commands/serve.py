@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 from reflectrm import flags
 from reflectrm.backends.config import BackendConfig
-from reflectrm.cli import (access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_configs,
-                           config_from_args)
+from reflectrm_app.commands.options import access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_configs, config_from_args
 from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
 from reflectrm.errors import ConfigError
-from reflectrm.flags import Flag, add_config_flags, add_store_flag
+from reflectrm.flags import Flag, add_config_flags
+from reflectrm_app.commands.options import add_store_flag
 
 if TYPE_CHECKING:  # the service's modules load with `serve` only (they import its HTTP stack)
     from reflectrm.backends.engine import EngineConfig

@@ -1,7 +1,7 @@
 """`reflectrm import`, `reflectrm export` and `reflectrm db ...`: a thin shell over `reflectrm_db.services`.
 
-`reflectrm.cli` calls `register(sub)` to add these sub-commands. Every command takes `--db URL`
-(`reflectrm.cli.add_store_flag`: default REFLECTRM_DATABASE_URL, else the SQLite file ./reflectrm.db).
+`reflectrm_app.cli` calls `register(sub)` to add these sub-commands. Every command takes `--db URL`
+(`reflectrm_app.commands.options.add_store_flag`: default REFLECTRM_DATABASE_URL, else the SQLite file ./reflectrm.db).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES, LABEL_MAP_HELP
 from reflectrm_db.importing import format_counts, load_pair_file, parse_mapping
-from reflectrm.flags import add_store_flag
+from reflectrm_app.commands.options import add_store_flag
 from reflectrm.display import printable
 from reflectrm.locks import exclusive
 

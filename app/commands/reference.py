@@ -1,7 +1,7 @@
 """Writes docs/cli.md, the command-line reference, from the `--help` of every command and sub-command.
 
-    python -m reflectrm_app.cli_reference            # rewrite docs/cli.md
-    python -m reflectrm_app.cli_reference --check    # exit 1 when docs/cli.md is stale
+    python -m reflectrm_app.commands.reference            # rewrite docs/cli.md
+    python -m reflectrm_app.commands.reference --check    # exit 1 when docs/cli.md is stale
 
 The help is formatted at a fixed width so the page does not depend on the terminal that wrote it.
 """
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 WIDTH = 100
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 HEADER = """# Command-line reference
 
-Generated from `--help` by `python -m reflectrm_app.cli_reference`; do not edit by hand
+Generated from `--help` by `python -m reflectrm_app.commands.reference`; do not edit by hand
 (`tests/test_docs.py` fails when this page falls behind the code). Commands whose extra is not
 installed are left out of `reflectrm --help`; this page is written with every extra installed.
 """
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     page = render()
     if args.check:
         if not args.out.is_file() or args.out.read_text(encoding="utf-8") != page:
-            print(f"error: {args.out} is stale: rerun `python -m reflectrm_app.cli_reference`", file=sys.stderr)
+            print(f"error: {args.out} is stale: rerun `python -m reflectrm_app.commands.reference`", file=sys.stderr)
             return 1
         return 0
     args.out.write_text(page, encoding="utf-8")
