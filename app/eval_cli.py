@@ -129,11 +129,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     backend_options(args)  # a bad flag fails before the data is read or a model loaded
     request = request_from_args(args)
     config = config_from_args(args)
+    _check_store(args.db)  # a file that is not a store fails before a benchmark is read or generated
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
     with contextlib.ExitStack() as stack:
         if args.out:  # one writer per report folder, held from before the run until its report is written
             stack.enter_context(exclusive(args.out, flag="--out", folder=True))
         return _evaluate(args, request, bench, config)
+
+
+def _check_store(db: str | None) -> None:
+    """What `JudgmentStore.open` checks before it connects (nothing is created or written), done first."""
+    from reflectrm_db.services import check_before_connect
+    from reflectrm_db.settings import load_store_settings, normalise_url
+
+    settings = load_store_settings()
+    url = settings.database_url if db is None else normalise_url(db)
+    check_before_connect(url, settings, create=True, writes=True, in_memory_ok=False)
 
 
 def _evaluate(args: argparse.Namespace, request: Any, bench: Any, config: Any) -> int:

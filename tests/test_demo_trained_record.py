@@ -3,6 +3,7 @@
 `reflectrm.demo.heldout.trained_problems` replays every lesson of a build (seconds of pure Python for the shipped
 judge's five stages) unless the judge's folder holds `TRAINED_FILE` written for the same training streams. Every
 other file (none, another build's, a damaged one) falls back to the replay: slower, never a different answer.
+And `reflectrm eval --benchmark demo` refuses a store it cannot use before it generates the benchmark.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import reflectrm.demo.heldout as heldout
 from reflectrm.demo import DEMO_MODEL_DIR, read_card
 from reflectrm.demo.heldout import TRAINED_FILE, replay_trained_problems, streams_key, trained_problems, \
     write_trained_problems
+from reflectrm_app.cli import main
+from tests.hostile import assert_one_line_refusal, snapshot
 
 PRIOR = {"build_args": {"pairs": 40, "seed": 5, "misread_frac": 0.0}}
 CARD = {"domain": "running-sums", "build_args": {"pairs": 60, "seed": 6, "carry_drop": 0.7, "prior": PRIOR}}
@@ -120,3 +123,19 @@ def test_held_out_pairs_read_the_record_in_the_demo_judge_s_folder(tmp_path, mon
     monkeypatch.setattr(reflectrm.defaults, "DEMO_MODEL_DIR", tmp_path)
     no_replay(monkeypatch)
     assert heldout.heldout_pairs(CARD, 30, seed=9, source="t") == expected
+
+
+@pytest.mark.parametrize(("db", "expected"), [
+    pytest.param("{w}/notdb.db", "not a SQLite database", id="not-a-database"),
+    pytest.param(":memory:", "in-memory database", id="in-memory"),
+    pytest.param("sqlite:///{w}/store.db?mode=ro", "cannot be written", id="read-only-url"),
+    pytest.param("sqlite:///{w}/absent.db?mode=rw", "does not exist", id="absent-with-mode-rw"),
+])
+def test_eval_refuses_its_store_before_it_generates_the_demo_benchmark(db, expected, tmp_path, monkeypatch, capsys):
+    (tmp_path / "notdb.db").write_text("a text file, not a store\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(reflectrm.demo, "demo_domain", lambda: pytest.fail("the benchmark was generated first"))
+    before = snapshot(tmp_path)
+    code = main(["eval", "--benchmark", "demo", "--db", db.replace("{w}", str(tmp_path))])
+    assert_one_line_refusal(code, capsys.readouterr().err, expected)
+    assert snapshot(tmp_path) == before  # nothing created, nothing changed
