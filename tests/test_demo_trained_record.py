@@ -32,6 +32,7 @@ def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(heldout, "lessons", lambda *a, **k: pytest.fail("the build's lessons were replayed"))
 
 
+@pytest.mark.slow  # one replay of the shipped judge's five stages (about 14 s)
 def test_the_shipped_record_is_read_and_equals_a_fresh_replay_of_the_shipped_card(monkeypatch):
     card = read_card(DEMO_MODEL_DIR)
     assert (DEMO_MODEL_DIR / TRAINED_FILE).is_file()  # shipped as package data beside the card
