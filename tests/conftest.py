@@ -56,28 +56,3 @@ def load_bench(name: str, *, folder: str = "bench"):
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="session", autouse=True)
-def demo_training_replayed_once_per_card():
-    """`reflectrm.demo.heldout.trained_problems` replays every lesson of a judge's build to learn which problems it
-    trained on: about 14 s of pure Python for the shipped card, paid by every in-process load of the demo benchmark.
-    The replay is deterministic in its card, so a session replays each card once (the first call is the real one)
-    and hands every caller its own copy. A test that replaces the function with its own still does so."""
-    import json
-
-    import reflectrm.demo.heldout as heldout
-
-    replay = heldout.trained_problems
-    replayed: dict[str, frozenset] = {}
-
-    def once(card):
-        key = json.dumps(card, sort_keys=True, default=repr)
-        if key not in replayed:
-            replayed[key] = frozenset(replay(card))
-        return set(replayed[key])
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(heldout, "trained_problems", once)
-    yield
-    patch.undo()

@@ -135,11 +135,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
     backend, engine = backend_configs(args)  # a bad flag fails before the data is read or a model loaded
     request, config, run = request_from_args(args), config_from_args(args), EvalRun(db=args.db, out=args.out)
+    _check_store(run.db)  # a file that is not a store fails before a benchmark is read or generated
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
     with contextlib.ExitStack() as stack:
         if run.out:  # one writer per report folder, held from before the run until its report is written
             stack.enter_context(exclusive(run.out, flag="--out", folder=True))
         return _evaluate(run, request, bench, config, backend=backend, engine=engine)
+
+
+def _check_store(db: str | None) -> None:
+    """What `JudgmentStore.open` checks before it connects (nothing is created or written), done first."""
+    from reflectrm_db.services import check_before_connect
+    from reflectrm_db.settings import load_store_settings, normalise_url
+
+    settings = load_store_settings()
+    url = settings.database_url if db is None else normalise_url(db)
+    check_before_connect(url, settings, create=True, writes=True, in_memory_ok=False)
 
 
 def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, backend: Any, engine: Any) -> int:

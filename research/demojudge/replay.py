@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.defaults import DEMO_MODEL_DIR
+from reflectrm.demo import RUNNING_SUMS, domain_by_key
+from reflectrm.demo.heldout import write_trained_problems
 
 WEIGHTS = "model.safetensors"
 STAGE_KEYS = ("stage", "name", "module", "commit", "argv", "seed", "ranges")
@@ -120,6 +122,13 @@ def record_stages(model_dir: Path, report: dict[str, Any]) -> None:
     path.write_text(json.dumps(card, indent=2) + "\n")
 
 
+def record_trained(model_dir: Path) -> Path | None:
+    """A running-sum judge's record of the problems it trained on, beside its card (stages built at commits
+    before the record existed wrote none); None for a judge of another domain."""
+    card = json.loads((model_dir / "demo_card.json").read_text(encoding="utf-8"))
+    return write_trained_problems(card, model_dir) if domain_by_key(card.get("domain")) is RUNNING_SUMS else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="an empty or new folder for the stages and replay.json")
@@ -149,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             init = args.out / f"stage{stage['stage']}"
     if args.stages:  # a plan replayed: the judge's card records its stages as they ran here
         record_stages(init, report)
+    record_trained(init)  # so the demo benchmark of this judge need not replay its lessons
     differs = [r["stage"] for r in report["stages"] if r["matches"] is False]
     if differs:
         print(f"stages {differs} differ bit for bit (recorded on {stages[0].get('machine', 'an unrecorded machine')},"

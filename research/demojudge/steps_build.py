@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from reflectrm.core.config import counting, share
 from reflectrm.defaults import DEMO_MODEL_DIR
-from reflectrm.demo.heldout import TRAIN_SEED, lessons
+from reflectrm.demo.heldout import TRAIN_SEED, lessons, write_trained_problems
 from reflectrm.demo.steps import DEFAULT_RANGES, DOMAIN_KEY, RANGES
 from research.demojudge.build import build_model, build_tokenizer, render_prompt, save_atomically, train, writable_folder
 
@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None, *, recipe: str | None = None) -> int:
             "train_seconds": round(time.perf_counter() - started, 1),
         }
         (where / "demo_card.json").write_text(json.dumps(card, indent=2) + "\n")
+        write_trained_problems(card, where)  # what it trained on, so a benchmark need not replay the lessons
 
     train(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr, spans=spans,
           checkpoint=lambda step: save(args.out.parent / f"{args.out.name}-step{step}", step),

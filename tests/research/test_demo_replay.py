@@ -122,3 +122,19 @@ def test_the_careless_plan_names_commits_this_history_holds():
         pytest.skip("not a full git checkout")
     for s in stages:
         assert len(replay.git("rev-parse", "--verify", f"{s['commit']}^{{commit}}", cwd=root)) == 40
+
+
+@pytest.mark.parametrize(("card", "written"), [
+    pytest.param({"domain": "running-sums", "build_args": {"pairs": 30, "seed": 3}}, True, id="running-sums"),
+    pytest.param({"domain": "reflectrm.demo.steps", "build_args": {"pairs": 30, "seed": 3}}, True, id="older-card"),
+    pytest.param({"what": "arithmetic: no domain key"}, False, id="arithmetic"),
+    pytest.param({"version": "walk-2"}, False, id="a-fake-stage"),
+])
+def test_a_replayed_running_sum_judge_gets_its_record_of_what_it_trained_on(card, written, tmp_path):
+    from reflectrm.demo.heldout import TRAINED_FILE, replay_trained_problems, trained_problems
+
+    (tmp_path / "demo_card.json").write_text(json.dumps(card))
+    replay.record_trained(tmp_path)
+    assert (tmp_path / TRAINED_FILE).is_file() is written
+    if written:
+        assert trained_problems(card, folder=tmp_path) == replay_trained_problems(card)
