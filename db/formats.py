@@ -6,8 +6,8 @@ Standard library only, so the CLI can build its parser without loading SQLAlchem
 from __future__ import annotations
 
 from reflectrm.errors import InputError
-from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
-from reflectrm.eval.readers import PAIR_FIELDS, SUFFIXES
+from reflectrm.files.labels import LABEL_MAP_HELP, LABEL_SCHEMES
+from reflectrm.files.readers import PAIR_FIELDS, SUFFIXES
 
 IMPORT_FIELDS = PAIR_FIELDS
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""

@@ -1,4 +1,4 @@
-"""Read pairs for the store: the library's generic reader (`reflectrm.eval.readers`) under the store's names.
+"""Read pairs for the store: the library's generic reader (`reflectrm.files.readers`) under the store's names.
 
     pairs = read_pair_file(Path("hs3.csv"), mapping=parse_mapping("query=prompt,label=winner"), labels="auto")
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reflectrm.core.types import PreferencePair
-from reflectrm.eval.readers import PairFile, format_counts, load_pairs, parse_mapping, read_pairs
+from reflectrm.files.readers import PairFile, format_counts, load_pairs, parse_mapping, read_pairs
 
 __all__ = ["PairFile", "format_counts", "load_pair_file", "parse_mapping", "read_pair_file"]
 

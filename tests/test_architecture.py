@@ -22,9 +22,9 @@ HEAVY = ("torch", "transformers", "vllm", "gradio", "sqlalchemy", "trl", "pandas
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.errors",),
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
-    # bounded reading of user-named files (no FIFO, no unbounded line); judgment files a rerun resumes;
-    # one writer per output (a lock); text from data made safe for a terminal or a Markdown report
-    ("reflectrm.inputs", "reflectrm.outputs", "reflectrm.locks", "reflectrm.display"),
+    # the files users name: bounded reads (no FIFO, no unbounded line), the labelled-file reader, judgment files a
+    # rerun resumes, one writer per output (a lock); text from data made safe for a terminal or a Markdown report
+    ("reflectrm.files", "reflectrm.display"),
     ("reflectrm.defaults",),  # the default model's path and its CPU thread count, nothing else
     ("reflectrm.backends",),
     ("reflectrm.pipeline",),  # core meets a backend
@@ -40,8 +40,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
-DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.eval.readers", "reflectrm.eval.labels",
-                 "reflectrm.eval.scoring", "reflectrm.display", "reflectrm.locks")
+DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.files",
+                 "reflectrm.eval.scoring", "reflectrm.display")
 """The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
 keeps evaluation items (`reflectrm.eval.scoring`'s types), prints through the library's one escaping function and
 locks its outputs with its one lock; nothing else (no backend, pipeline or runner). The settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""

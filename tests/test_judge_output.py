@@ -14,7 +14,7 @@ import pytest
 
 import reflectrm.backends
 from reflectrm_app.commands import judge
-import reflectrm.outputs
+import reflectrm.files.outputs
 from reflectrm_app.cli import main
 from reflectrm_db.services import JudgmentStore
 from reflectrm.backends import ScriptedBackend
@@ -51,7 +51,7 @@ def test_a_failure_between_storing_and_writing_never_duplicates_on_rerun(
 ) -> None:
     out, db = tmp_path / "out.jsonl", tmp_path / "store.db"
     argv = ["judge", "--input", str(pairs), "--output", str(out), "--db", str(db), *(["--swap"] if swap else [])]
-    real_line, calls = reflectrm.outputs.json_line, []
+    real_line, calls = reflectrm.files.outputs.json_line, []
 
     def disk_full_on_the_third(obj: dict) -> bytes:
         calls.append(obj["id"])
@@ -59,12 +59,12 @@ def test_a_failure_between_storing_and_writing_never_duplicates_on_rerun(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_line(obj)
 
-    monkeypatch.setattr(reflectrm.outputs, "json_line", disk_full_on_the_third)
+    monkeypatch.setattr(reflectrm.files.outputs, "json_line", disk_full_on_the_third)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err
     assert _ids(out) == ["p0", "p1"]
-    monkeypatch.setattr(reflectrm.outputs, "json_line", real_line)
+    monkeypatch.setattr(reflectrm.files.outputs, "json_line", real_line)
     assert main(argv) == 0
     assert _ids(out) == ["p0", "p1", "p2", "p3"]
     with JudgmentStore.open(str(db)) as store:
@@ -129,7 +129,7 @@ def test_a_rerun_with_other_options_is_refused(pairs: Path, tmp_path: Path, caps
 
 
 def test_a_lone_surrogate_from_a_stored_pair_is_written_as_an_escape(tmp_path: Path) -> None:
-    from reflectrm.outputs import json_line
+    from reflectrm.files.outputs import json_line
 
     line = json_line({"id": "p", "text": "a\ud800b"})
     assert json.loads(line) == {"id": "p", "text": "a\ud800b"}

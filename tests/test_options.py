@@ -14,7 +14,7 @@ import pytest
 from reflectrm_app.commands import judge, options
 from reflectrm.backends.config import BackendConfig
 from reflectrm.core.config import JudgeConfig
-from reflectrm.eval.readers import format_counts, label_counts
+from reflectrm.files.readers import format_counts, label_counts
 from reflectrm_app.cli import build_parser, main
 
 JUDGING = ("judge", "eval", "serve", "build-data", "app")  # every command that loads a judge

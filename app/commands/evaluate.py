@@ -25,11 +25,11 @@ from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
-from reflectrm.eval.labels import LABEL_MAP_HELP, LABEL_SCHEMES
-from reflectrm.eval.readers import format_counts, label_counts
+from reflectrm.files.labels import LABEL_MAP_HELP, LABEL_SCHEMES
+from reflectrm.files.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
 from reflectrm_app.commands.options import add_store_flag
-from reflectrm.locks import exclusive
+from reflectrm.files.locks import exclusive
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval` and `compare` to the `reflectrm` parser."""

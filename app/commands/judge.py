@@ -23,15 +23,15 @@ from typing import Any
 
 from reflectrm_app.commands.options import (add_backend_flags, add_batch_flag, add_judge_flags, add_store_flag,
                                             backend_configs, config_from_args, load_judge)
-from reflectrm import outputs
+from reflectrm.files import outputs
 from reflectrm.backends.config import BackendConfig
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
 from reflectrm.display import printable
 from reflectrm.errors import InputError
-from reflectrm.eval.readers import read_pairs
-from reflectrm.inputs import check_text, unique_keys
-from reflectrm.locks import exclusive
+from reflectrm.files.readers import read_pairs
+from reflectrm.files.inputs import check_text, unique_keys
+from reflectrm.files.locks import exclusive
 
 
 def register(sub: argparse._SubParsersAction, *, open_store: Callable[[str], Any] | None = None) -> None:

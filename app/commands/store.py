@@ -15,7 +15,7 @@ from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IM
 from reflectrm_db.importing import format_counts, load_pair_file, parse_mapping
 from reflectrm_app.commands.options import add_store_flag
 from reflectrm.display import printable
-from reflectrm.locks import exclusive
+from reflectrm.files.locks import exclusive
 
 if TYPE_CHECKING:
     from reflectrm_db.services import JudgmentStore

@@ -26,9 +26,9 @@ from reflectrm import flags
 from reflectrm_app.commands.options import add_backend_flags, backend_configs
 from reflectrm.display import printable
 from reflectrm.errors import InputError
-from reflectrm.eval.readers import read_pairs
+from reflectrm.files.readers import read_pairs
 from reflectrm.flags import Flag, add_config_flags
-from reflectrm.locks import exclusive
+from reflectrm.files.locks import exclusive
 from reflectrm.training.data import SUBSAMPLE, DataConfig
 from reflectrm.training.grpo import OBJECTIVES, TrainConfig
 

@@ -36,7 +36,7 @@ from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, load_benchmark
 from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.compare import compare_items
-from reflectrm.eval.readers import load_pairs
+from reflectrm.files.readers import load_pairs
 from reflectrm.eval.report import compare_markdown, json_safe, markdown, svg_plot
 from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report

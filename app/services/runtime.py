@@ -26,7 +26,7 @@ from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
 from reflectrm.demo import DEMO_MODEL_DIR
 from reflectrm.errors import InputError
-from reflectrm.inputs import confine
+from reflectrm.files.inputs import confine
 
 DATA_ROOT_FIX = "ask whoever runs the app to move it (reflectrm app --data-root, or REFLECTRM_DATA_ROOT)"
 """How the data root moves, for the refusals of a path outside it."""
@@ -80,7 +80,7 @@ class Runtime:
     def user_path(self, text: str) -> Path:
         """A file or folder a user named, resolved inside the data root; refused in one line when it is not.
 
-        Every path the app reads on a user's behalf passes here (`reflectrm.inputs.confine`): a `..`, an
+        Every path the app reads on a user's behalf passes here (`reflectrm.files.inputs.confine`): a `..`, an
         absolute path elsewhere or a link out of the root is refused alike, whether or not it exists.
         """
         return confine(text, root=self.data_root, setting=DATA_ROOT_FIX)

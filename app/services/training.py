@@ -33,7 +33,7 @@ from reflectrm_app.settings import AppSettings
 from reflectrm_db.records import SnapshotRecord, TrainingRunRecord
 from reflectrm_db.services import JudgmentStore
 from reflectrm.errors import InputError
-from reflectrm.inputs import confine
+from reflectrm.files.inputs import confine
 from reflectrm.training import jobs
 from reflectrm.training.grpo import TrainConfig, check_model
 from reflectrm.training.runs import (

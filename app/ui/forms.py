@@ -15,7 +15,7 @@ from typing import Any
 from reflectrm_app.records import TrainRequest
 from reflectrm.core.types import Choice, PreferencePair
 from reflectrm.errors import InputError
-from reflectrm.inputs import unique_keys
+from reflectrm.files.inputs import unique_keys
 from reflectrm.training.recipe import Mark
 
 MAX_INPUT_CHARS = 100_000

@@ -21,9 +21,9 @@ from typing import Any
 
 from reflectrm.core.types import ChatMessage, PreferencePair
 from reflectrm.errors import InputError, require
-from reflectrm.eval.labels import read_label
-from reflectrm.eval.readers import read_rows
-from reflectrm.inputs import loads, read_text
+from reflectrm.files.labels import read_label
+from reflectrm.files.readers import read_rows
+from reflectrm.files.inputs import loads, read_text
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import BackendError, Cancelled, ConfigError, InputError, ReflectRMError, require
-from reflectrm.inputs import unique_keys
+from reflectrm.files.inputs import unique_keys
 from reflectrm.serving.batcher import Batcher, Busy, Draining, Job
 from reflectrm.serving.guard import AccessGuard
 from reflectrm.serving.hosts import AccessConfig, Refusal, json_body_refusal

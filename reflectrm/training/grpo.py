@@ -34,7 +34,7 @@ from reflectrm.backends.preflight import check_device_available, check_model_fol
 from reflectrm.core.config import check_positive_int, check_seed, counting, seed_number, strict_from_dict
 from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, DiskFull, InputError, require
-from reflectrm.locks import exclusive
+from reflectrm.files.locks import exclusive
 from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
 from reflectrm.training.runs import RunFiles, check_checkpoint, last_checkpoint, now_iso, process_start
 

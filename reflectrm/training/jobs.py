@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reflectrm.errors import InputError
-from reflectrm.locks import exclusive
+from reflectrm.files.locks import exclusive
 from reflectrm.training.grpo import TrainConfig
 from reflectrm.training.runs import (
     Checkpoint,

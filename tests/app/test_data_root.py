@@ -18,7 +18,7 @@ import pytest
 
 from reflectrm.backends import ScriptedBackend
 from reflectrm.errors import InputError
-from reflectrm.inputs import MAX_PATH_CHARS
+from reflectrm.files.inputs import MAX_PATH_CHARS
 from reflectrm_app.services import Services
 from reflectrm_app.services.training import TrainingService
 from tests.app.conftest import make_services

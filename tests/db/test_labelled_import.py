@@ -11,8 +11,8 @@ from reflectrm_app.cli import main
 from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
-from reflectrm.eval.labels import read_label
-from reflectrm.eval.readers import majority, read_pairs
+from reflectrm.files.labels import read_label
+from reflectrm.files.readers import majority, read_pairs
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:

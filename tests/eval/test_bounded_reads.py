@@ -20,8 +20,8 @@ import pytest
 from reflectrm_app.commands import judge
 from reflectrm.core.types import MAX_PAIR_CHARS
 from reflectrm.errors import InputError
-from reflectrm.eval.readers import read_pairs
-from reflectrm.inputs import MAX_LINE_BYTES
+from reflectrm.files.readers import read_pairs
+from reflectrm.files.inputs import MAX_LINE_BYTES
 
 PAIR = {"query": "q", "response_1": "a", "response_2": "b", "label": 1}
 READERS = [pytest.param(read_pairs, id="import-eval-reader"), pytest.param(judge.read_pairs, id="judge-input")]
@@ -83,7 +83,7 @@ def test_a_hostile_file_is_one_input_error(tmp_path: Path, reader, build, messag
 def test_a_fifo_is_refused_at_once_without_a_writer(tmp_path: Path, kind: str) -> None:
     fifo = tmp_path / f"pipe.{kind}"
     os.mkfifo(fifo)
-    code = ("import sys; from pathlib import Path; from reflectrm.eval.readers import read_pairs; "
+    code = ("import sys; from pathlib import Path; from reflectrm.files.readers import read_pairs; "
             "from reflectrm.errors import InputError\n"
             "try:\n    read_pairs(Path(sys.argv[1]))\nexcept InputError as e:\n    print(e)")
     # a blocked open would never return: the bounded wait is the test's own guard, not a timing assertion
@@ -105,7 +105,7 @@ _BOUNDED = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
 from pathlib import Path
-from reflectrm.eval.readers import read_pairs
+from reflectrm.files.readers import read_pairs
 from reflectrm.errors import InputError
 try:
     read_pairs(Path(sys.argv[1]))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from reflectrm.errors import InputError
-from reflectrm.eval.labels import read_label
-from reflectrm.eval.readers import parse_mapping, read_pairs
+from reflectrm.files.labels import read_label
+from reflectrm.files.readers import parse_mapping, read_pairs
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ Formats: JSONL, a JSON array, CSV (a UTF-8 byte-order mark, as Excel writes it, 
 and a folder written by `datasets`' `save_to_disk`. Column names may hold spaces. Every row is
 validated before anything is returned: a malformed row raises `InputError` naming the file and
 the row (its line in a JSONL file, its 1-based position in the other formats). Every read is bounded
-before it happens (`reflectrm.inputs`): a FIFO or device is refused at once, a line or a file past its
+before it happens (`reflectrm.files.inputs`): a FIFO or device is refused at once, a line or a file past its
 bound is refused after reading the bound, and Parquet is checked from its metadata and read in batches.
 An id is kept as written (`0`, `false` and `0.0` are ids, never replaced by a content hash).
 A refusal names the row and the field, never a cell's value: a reader may be pointed at a file its
@@ -26,8 +26,8 @@ from typing import Any
 
 from reflectrm.core.types import MAX_PAIR_CHARS, Choice, PreferencePair, id_text, value_kind
 from reflectrm.errors import InputError, require
-from reflectrm.eval.labels import check_scheme, read_label
-from reflectrm.inputs import MAX_ROWS, byte_lines, check_head, check_text, decode, loads, open_regular, read_text
+from reflectrm.files.labels import check_scheme, read_label
+from reflectrm.files.inputs import MAX_ROWS, byte_lines, check_head, check_text, decode, loads, open_regular, read_text
 
 PAIR_FIELDS = ("id", "query", "messages", "response_1", "response_2", "label", "source", "subset")
 """Pair fields a column can map to (`--map FIELD=COLUMN`); an unmapped field is read from its own column."""
