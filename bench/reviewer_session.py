@@ -191,6 +191,7 @@ def review_session(page: Page, url: str, *, known: dict[int, int], shots: Path |
             "keys_total": keys.presses, "export_status": export_status}
 
 
+
 def plot_on_fresh_page(browser, url: str, *, shots: Path | None, judge_shot: Path | None) -> float:  # noqa: ANN001
     """A fresh page judges its first demo example: seconds until the plot has its filled bars."""
     page = browser.new_page(viewport=VIEWPORT)
@@ -216,8 +217,7 @@ def plot_on_fresh_page(browser, url: str, *, shots: Path | None, judge_shot: Pat
 
 
 def readme_picture(browser, url: str, target: Path) -> None:  # noqa: ANN001
-    """The Judge tab after a judgment, for the README (by mouse: Tabbing past the dropdowns leaves their lists
-    drawn open over the form, which is not what the picture is of)."""
+    """The Judge tab after a judgment, for the README (by mouse: the picture is of the tab, not of the keys)."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(url, timeout=WAIT_MS)
     page.locator("#judge-examples td").first.click()

@@ -59,7 +59,7 @@ CSS = """
   word-break: keep-all; overflow-wrap: normal; hyphens: none; min-width: max-content; }
 """
 
-# Review-queue keys. Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
+# Review-queue keys (and Tab out of a dropdown). Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
 KEYBOARD_JS = """
 <script>
 (() => {
@@ -70,6 +70,13 @@ KEYBOARD_JS = """
     if (tag === "textarea" || tag === "select" || t.isContentEditable) return true;
     return tag === "input" && !["checkbox", "radio", "button", "submit"].includes((t.type || "").toLowerCase());
   };
+  // Tab out of a dropdown closes its list: Gradio's dropdown reopens it in a keydown handler that runs after the
+  // blur had closed it (it awaits a tick), so the list stayed drawn over the form. Tab only moves focus there.
+  window.addEventListener("keydown", (e) => {
+    if (e.key === "Tab" && e.target && e.target.getAttribute && e.target.getAttribute("role") === "combobox") {
+      e.stopPropagation();
+    }
+  }, true);
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && typing(e.target)) { e.target.blur(); return; }  // Esc: back to the shortcuts
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat || typing(e.target)) return;
