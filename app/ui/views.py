@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -565,6 +566,15 @@ def runs_frame(rows: Sequence[TrainingRunRecord]) -> pd.DataFrame:
         "base model": short(r.base_model, 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
         "output": r.output_model,
     } for r in rows], columns=columns)
+
+
+_MARKDOWN_SPECIALS = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation mark (CommonMark escapes them all)
+
+
+def note_markdown(text: str) -> str:
+    """A one-line message for a field's note (a `gr.Markdown`): every punctuation mark backslash-escaped, so a
+    typed value it quotes is shown as typed and never formats, links or runs; line ends become spaces."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def checkpoint_choices(checkpoints: Sequence[Checkpoint]) -> list[tuple[str, str]]:

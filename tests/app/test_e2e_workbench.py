@@ -257,3 +257,30 @@ def test_tabbing_out_of_a_dropdown_closes_its_list(page: Page, tab: str, dropdow
     # Gradio's key handler reopened the list a tick after the blur had closed it: it stayed drawn over the form
     expect(combobox).to_have_attribute("aria-expanded", "false")
     expect(options).to_be_hidden()
+
+
+@pytest.mark.parametrize(("tab", "field", "first", "then", "press", "note", "said"), [
+    pytest.param("Review queue", "#review-jump textarea", "twelve", "13b", "#review-open", "review-jump-note",
+                 "a judgment number is a whole number like 12, got '13b'", id="review-open-judgment"),
+    pytest.param("Curate", "#curate-since textarea", "yesterday", "tomorrow", "#curate-show", "curate-filter-note",
+                 "since must be a date like", id="curate-since"),
+    pytest.param("Curate", "#curate-ids textarea", "3; 5", "4;6", "#curate-exclude", "curate-ids-note",
+                 "example ids must be whole numbers", id="curate-example-ids"),
+    pytest.param("Train", "#train-max-steps input", "2.5", "0", "#train-start", "train-form-note",
+                 "max steps must be at least 1, got 0", id="train-max-steps"),
+])
+def test_a_bad_number_is_said_in_one_line_under_its_field_in_view(page: Page, tab: str, field: str, first: str,
+                                                                  then: str, press: str, note: str, said: str) -> None:
+    open_tab(page, tab)
+    shown = page.locator(f"#{note} [data-testid=markdown]")
+    for typed in (first, then):
+        page.fill(field, typed)
+        page.click(press)
+        expect(shown).to_contain_text(typed)  # the typed value as typed (escaped Markdown: nothing formats)
+    expect(shown).to_contain_text(said)
+    expect(shown).not_to_contain_text(first)  # replaced, not stacked
+    text = shown.inner_text().strip()
+    assert text.count("error") == 1 and "\n" not in text, text
+    expect(shown).to_be_in_viewport()  # the status boxes were below the fold
+    asked, told = page.locator(field).bounding_box(), shown.bounding_box()
+    assert 0 <= told["y"] - (asked["y"] + asked["height"]) < 120, (asked, told)  # right under the field's row

@@ -9,7 +9,7 @@ import gradio as gr
 from reflectrm_app.ui import views
 from reflectrm_app.records import ExampleFilter, ExampleRow
 from reflectrm_app.services import parse_day, parse_ids
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, unchanged
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, field_note, unchanged
 from reflectrm.errors import ReflectRMError
 
 
@@ -32,6 +32,7 @@ def build(wb: Workbench, tab: Any) -> None:
         until = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="curate-until")
         search = gr.Textbox(label="Search text", elem_id="curate-search")
         show_btn = gr.Button("Show", variant="primary", elem_id="curate-show")
+    filter_note = field_note("curate-filter-note")  # a date that is not one, said under the filters
     with gr.Row():
         mix = gr.Textbox(label="Mix", interactive=False, scale=3, elem_id="curate-mix")
         mix_plot = gr.BarPlot(x="mix", y="share", color="kind", y_lim=[0, 1], height=200, scale=2,
@@ -44,6 +45,7 @@ def build(wb: Workbench, tab: Any) -> None:
         ids = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")
         exclude = gr.Button("Exclude", elem_id="curate-exclude")
         restore = gr.Button("Restore", elem_id="curate-restore")
+    ids_note = field_note("curate-ids-note")  # ids that are not numbers, said under the field
     with gr.Row():
         labelled = gr.Dropdown(label="Labelled data set (judged with samples)", choices=[], value=None,
                                allow_custom_value=True, scale=3, elem_id="curate-labelled-source")
@@ -53,21 +55,22 @@ def build(wb: Workbench, tab: Any) -> None:
     rows_state = gr.State([])
 
     filter_inputs = [kind, source, states, since, until, agreement, search]
-    listing = [table, mix, mix_plot, snapshots["table"], source, export["snapshot"], rows_state, labelled, status]
+    listing = [table, mix, mix_plot, snapshots["table"], source, export["snapshot"], rows_state, labelled, status,
+               filter_note]
 
     def list_examples(k, src, st, s_from, s_to, agree, text):
         try:
             filters = ExampleFilter(source=src or "", states=tuple(st or ()), since=parse_day(s_from, "since"),
                                     until=parse_day(s_to, "until"), agreement=agree, search=text or "")
         except ReflectRMError as exc:
-            return {**unchanged(listing), status: f"error: {exc}"}
+            return {**unchanged(listing), filter_note: views.note_markdown(f"error: {exc}")}
         rows = services.browse(k, filters)
         m, snaps, sources = services.mix(), services.snapshots(), services.sources()
         return dict(zip(listing, [
             views.examples_frame(rows), views.mix_text(m), views.mix_frame(m), views.snapshots_frame(snaps),
             gr.update(choices=[ANY_SOURCE, *sources]),
             gr.update(choices=[NO_SNAPSHOT, *(s.name for s in snaps)]),
-            [example_detail(r) for r in rows], gr.update(choices=sources), f"{len(rows)} {k} example(s) shown"]))
+            [example_detail(r) for r in rows], gr.update(choices=sources), f"{len(rows)} {k} example(s) shown", ""]))
 
     def select_row(current_ids, rows, evt: gr.SelectData):
         k = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
@@ -81,9 +84,9 @@ def build(wb: Workbench, tab: Any) -> None:
             try:
                 changed = services.set_excluded(k, parse_ids(text), excluded=excluded)
             except ReflectRMError as exc:
-                return {**unchanged([*listing, ids]), status: f"error: {exc}"}
+                return {**unchanged([*listing, ids]), ids_note: views.note_markdown(f"error: {exc}")}
             note = f"{'excluded' if excluded else 'restored'} {changed} {k} example(s)"
-            return {**list_examples(k, *filters), status: note, ids: ""}
+            return {**list_examples(k, *filters), status: note, ids: "", ids_note: ""}
 
         return handler
 
@@ -113,8 +116,10 @@ def build(wb: Workbench, tab: Any) -> None:
     for trigger in (show_btn.click, kind.change, tab.select):
         trigger(list_examples, filter_inputs, listing, api_visibility="private")
     table.select(select_row, [ids, rows_state], [ids, detail], api_visibility="private")
-    exclude.click(change_state(True), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
-    restore.click(change_state(False), [kind, ids, *filter_inputs[1:]], [*listing, ids], api_visibility="private")
+    exclude.click(change_state(True), [kind, ids, *filter_inputs[1:]], [*listing, ids, ids_note],
+                  api_visibility="private")
+    restore.click(change_state(False), [kind, ids, *filter_inputs[1:]], [*listing, ids, ids_note],
+                  api_visibility="private")
     # Enter in the name field snapshots too: a keyboard user need not Tab on to the button
     for trigger in (snapshots["button"].click, snapshots["name"].submit):
         trigger(take_snapshot, [snapshots["name"], snapshots["note"], *filter_inputs], listing,

@@ -13,7 +13,9 @@ import gradio as gr
 from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult, ReviewItem
 from reflectrm_app.services import NeedsConfirmation, parse_marks
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, judgment_number, session_key, unchanged, user_of
+from reflectrm_app.ui.tabs.common import (
+    TabSpec, Workbench, field_note, judgment_number, session_key, unchanged, user_of,
+)
 from reflectrm.errors import InputError, ReflectRMError
 
 
@@ -25,6 +27,7 @@ def build(wb: Workbench, tab: Any) -> None:
         source = gr.Textbox(label="Only this data set (optional)", scale=2, elem_id="review-source")
         jump = gr.Textbox(label="Open judgment #", scale=1, elem_id="review-jump")
         open_btn = gr.Button("Open", scale=1, elem_id="review-open")
+    jump_note = field_note("review-jump-note")  # a number that cannot be opened, said under the field
     header = gr.Textbox(label="Item", interactive=False, lines=2, elem_id="review-header")
     # under the item's header, where the eye is after a key (and no toast: a toast per save piled up over the
     # analyses): each action replaces it
@@ -84,9 +87,9 @@ def build(wb: Workbench, tab: Any) -> None:
             jid = judgment_number(text)
             if jid is None:
                 raise InputError("type a judgment number to open (History lists them)")
-            return show(services.review_item(jid, reviewer=session_key(request, "review")))
+            return [*show(services.review_item(jid, reviewer=session_key(request, "review"))), ""]
         except ReflectRMError as exc:
-            return {**unchanged(shown), status: f"error: {exc}"}
+            return {**unchanged(shown), jump_note: views.note_markdown(f"error: {exc}")}
 
     def save(verdict: int):
         def handler(cur, ok, bad, text, name, waiting, skip_ids, src, seen, request: gr.Request):
@@ -131,8 +134,8 @@ def build(wb: Workbench, tab: Any) -> None:
     skip.click(skip_item, [current, skipped, source], [*shown, skipped], api_visibility="private",
                concurrency_limit=8)
     withdraw.click(withdraw_current, [current, reviewer], shown, api_visibility="private")
-    open_btn.click(open_item, jump, shown, api_visibility="private")
-    jump.submit(open_item, jump, shown, api_visibility="private")
+    open_btn.click(open_item, jump, [*shown, jump_note], api_visibility="private")
+    jump.submit(open_item, jump, [*shown, jump_note], api_visibility="private")
     tab.select(first_item, [current, skipped, source], shown, api_visibility="private")
 
 

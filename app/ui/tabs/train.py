@@ -15,6 +15,7 @@ from reflectrm_app.ui.tabs.common import (
     TabSpec,
     Workbench,
     failure_text,
+    field_note,
     run_cancellable,
     session_key,
     unchanged,
@@ -64,6 +65,7 @@ def build(wb: Workbench, tab: Any) -> None:
                 minutes = gr.Number(d.max_minutes, label="Time budget, minutes (0 = none)",
                                     elem_id="train-minutes")
                 lora = gr.Checkbox(d.config.lora, label="LoRA adapter", elem_id="train-lora")
+            form_note = field_note("train-form-note")  # a number the form cannot take, said under the numbers
             with gr.Accordion("More settings", open=False):
                 with gr.Row():
                     batch = gr.Number(d.config.batch_size, label="Prompts per step",
@@ -158,14 +160,18 @@ def build(wb: Workbench, tab: Any) -> None:
 
     def start_run(*values):
         try:
-            run = training.start(request_of(*values))
+            request = request_of(*values)
         except ReflectRMError as exc:
-            return {**unchanged(shown), status: f"error: {exc}"}
+            return {**unchanged(shown), form_note: views.note_markdown(f"error: {exc}")}
+        try:
+            run = training.start(request)
+        except ReflectRMError as exc:
+            return {**unchanged(shown), status: f"error: {exc}", form_note: ""}
         used = run.config.get("data_mix") or {}
         replay = f" + {used['replay']} replayed" if used.get("replay") else ""
         trained_on = (f" ({used['preference']} preference example(s){replay}, {used['reflection']} reflection "
                       "pair(s))" if used else "")
-        return {**show(run.id, {}, full=True),
+        return {**show(run.id, {}, full=True), form_note: "",
                 status: f"started run #{run.id} on snapshot {run.snapshot_name!r}{trained_on}"}
 
     def cancel_run(run_id, last):
@@ -181,13 +187,17 @@ def build(wb: Workbench, tab: Any) -> None:
 
     def resume_run(run_id, steps):
         if run_id is None:
-            return {**unchanged(shown), status: "error: no run is shown: select one in the list"}
+            return {**unchanged(shown), status: "error: no run is shown: select one in the list", form_note: ""}
+        try:
+            form_steps = whole(steps, "max steps", minimum=1)
+        except ReflectRMError as exc:
+            return {**unchanged(shown), form_note: views.note_markdown(f"error: {exc}")}
         try:
             start = training.resume_point(int(run_id))
-            run = training.resume_from_form(int(run_id), form_steps=whole(steps, "max steps", minimum=1))
+            run = training.resume_from_form(int(run_id), form_steps=form_steps)
         except ReflectRMError as exc:
-            return {**unchanged(shown), status: f"error: {exc}"}
-        return {**show(run.id, {}, full=True),
+            return {**unchanged(shown), status: f"error: {exc}", form_note: ""}
+        return {**show(run.id, {}, full=True), form_note: "",
                 status: views.resumed_text(run.id, start, max_steps=run.config.get("max_steps"))}
 
     def use_checkpoint(run_id, path):
@@ -239,9 +249,9 @@ def build(wb: Workbench, tab: Any) -> None:
 
     for changed in (snapshot, mix):
         changed.change(mix_text, [snapshot, mix], snapshot_mix, api_visibility="private", show_progress="hidden")
-    start.click(start_run, form, shown, api_visibility="private", concurrency_limit=1)
+    start.click(start_run, form, [*shown, form_note], api_visibility="private", concurrency_limit=1)
     cancel.click(cancel_run, [watched, seen], shown, api_visibility="private")
-    resume.click(resume_run, [watched, max_steps], shown, api_visibility="private", concurrency_limit=1)
+    resume.click(resume_run, [watched, max_steps], [*shown, form_note], api_visibility="private", concurrency_limit=1)
     use.click(use_checkpoint, [watched, checkpoint], use_outputs, api_visibility="private",
               concurrency_limit=1)
     evaluate.click(evaluate_checkpoint, [watched, checkpoint, bench, bench_limit], evaluated, api_visibility="private",
