@@ -54,9 +54,13 @@ CSS = """
 .rr-note { font-size: 12px; opacity: 0.85; margin: 4px 0; }
 /* Curate's long cells (the query, why a correction is contested) wrap inside a bounded column, never cut off */
 #curate-table td { white-space: normal; overflow-wrap: break-word; max-width: 28em; vertical-align: top; }
-/* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d") */
-.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th {
-  word-break: keep-all; overflow-wrap: normal; hyphens: none; min-width: max-content; }
+/* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d"). Gradio's table
+   writes each header into a span that breaks anywhere and then sizes the column from what the header needs:
+   the span keeps whole words, so a column is at least its longest header word wide (the table scrolls) */
+.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th, [role=columnheader] .header,
+.prose th, .rr-reflections th {
+  word-break: keep-all !important; overflow-wrap: normal !important; hyphens: manual !important; }
+.gradio-dataframe th, .table-wrap th { min-width: max-content; }
 """
 
 # Review-queue keys (and Tab out of a dropdown). Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
