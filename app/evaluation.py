@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from reflectrm_app.records import model_name
 from reflectrm_app.resources import Cancelled
 from reflectrm_db.evaluation import EvalRunRecord, EvalStore
 from reflectrm.core.config import JudgeConfig
@@ -327,13 +328,14 @@ class EvaluationService:
         return CheckpointComparison(judge_run=judge_run.id, checkpoint_run=checkpoint_run.id, markdown=comparison)
 
     def runs_table(self) -> list[list[Any]]:
-        return [[r.id, r.benchmark, r.status, r.items_done, r.items_total, r.model,
+        return [[r.id, r.benchmark, r.status, r.items_done, r.items_total, model_name(r.model),
                  ",".join(r.config.get("strategies", [])), bool(r.config.get("both_orders")), r.partial]
                 for r in self.evals.runs()]
 
     def view(self, run_id: int) -> RunView:
         run = self._get(run_id)
         report = self.evals.report(int(run.id))  # an unfinished run's report says so at its top (`incomplete`)
+        report["model"] = model_name(report["model"])  # a run's or the demo judge's name, not the host's path
         return RunView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
 
     def compare(self, run_a: int, run_b: int) -> str:

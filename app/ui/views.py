@@ -563,8 +563,8 @@ def runs_frame(rows: Sequence[TrainingRunRecord]) -> pd.DataFrame:
     return pd.DataFrame([{
         "run": r.id, "snapshot": r.snapshot_name, "status": r.status,
         "step": f"{r.step} / {r.total_steps}" if r.total_steps else str(r.step),
-        "base model": short(r.base_model, 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
-        "output": r.output_model,
+        "base model": short(model_name(r.base_model), 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
+        "output": model_name(r.output_model or ""),  # the run's folder and checkpoint, not the host's path
     } for r in rows], columns=columns)
 
 
@@ -575,6 +575,11 @@ def note_markdown(text: str) -> str:
     """A one-line message for a field's note (a `gr.Markdown`): every punctuation mark backslash-escaped, so a
     typed value it quotes is shown as typed and never formats, links or runs; line ends become spaces."""
     return _MARKDOWN_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def judge_now_text(model: str) -> str:
+    """What "Use as judge" says: the checkpoint by its run folder's and its own name, not the host's path."""
+    return f"the judge is now {model_name(model)}: judgments from now on use it"
 
 
 def checkpoint_choices(checkpoints: Sequence[Checkpoint]) -> list[tuple[str, str]]:

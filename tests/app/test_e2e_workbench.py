@@ -315,3 +315,25 @@ def test_a_bad_number_is_said_in_one_line_under_its_field_in_view(page: Page, ta
     expect(shown).to_be_in_viewport()  # the status boxes were below the fold
     asked, told = page.locator(field).bounding_box(), shown.bounding_box()
     assert 0 <= told["y"] - (asked["y"] + asked["height"]) < 120, (asked, told)  # right under the field's row
+
+
+def test_the_evaluate_runs_table_names_a_checkpoint_by_its_run_not_the_hosts_path(browser: Browser, app_url: str,
+                                                                                 db_url: str, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "runs" / "run-9" / "checkpoint-30"
+    checkpoint.mkdir(parents=True)
+    with JudgmentStore.open(db_url) as store:
+        run_id, _ = EvalStore(store).start(run_key="checkpoint-run", values={
+            "model": str(checkpoint), "model_revision": "", "benchmark": "demo", "data": "", "partial": "",
+            "config": {"strategies": ["reflectrm"]}, "items_total": 4})
+    page = new_page(browser, app_url)
+    try:
+        open_tab(page, "Evaluate")
+        expect(page.locator("#eval-runs")).to_contain_text("run-9/checkpoint-30")
+        rows = table(page, "eval-runs")
+        assert not any(cell.startswith("/") for row in rows for cell in row.values()), rows
+        page.locator("#eval-run-id textarea").fill(str(run_id))
+        page.click("#eval-show")
+        expect(page.locator("#eval-report")).to_contain_text("Model: run-9/checkpoint-30")
+        assert str(tmp_path) not in page.locator("#eval-report").inner_text()
+    finally:
+        page.context.close()

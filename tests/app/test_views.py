@@ -322,3 +322,24 @@ def test_a_field_note_quotes_what_was_typed_as_text_on_one_line(typed: str) -> N
         k += 1
     unescaped = re_.sub(r"\\(.)", r"\1", note)
     assert unescaped == " ".join(f"error: got {typed!r}".split())
+
+
+@pytest.mark.parametrize(("output", "shown"), [
+    pytest.param("/srv/app/runs/run-3/final", "run-3/final", id="final-model"),
+    pytest.param("/srv/app/runs/run-3/checkpoint-20", "run-3/checkpoint-20", id="checkpoint"),
+    pytest.param("", "", id="no-output-yet"),
+])
+def test_the_runs_table_and_use_as_judge_name_a_checkpoint_by_its_run_not_the_hosts_path(output: str,
+                                                                                       shown: str) -> None:
+    from datetime import datetime
+
+    from reflectrm_db.records import TrainingRunRecord
+
+    fields = {f: None for f in TrainingRunRecord.__dataclass_fields__}
+    run = TrainingRunRecord(**{**fields, "id": 3, "snapshot_name": "s", "status": "completed", "step": 20,
+                               "total_steps": 20, "base_model": "/srv/app/models/base", "config": {},
+                               "created_at": datetime(2026, 1, 1), "output_model": output})
+    row = views.runs_frame([run]).iloc[0]
+    assert row["output"] == shown and row["base model"] == "models/base"
+    if output:
+        assert views.judge_now_text(output) == f"the judge is now {shown}: judgments from now on use it"

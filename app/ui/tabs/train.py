@@ -208,7 +208,7 @@ def build(wb: Workbench, tab: Any) -> None:
             name = services.use_judge(int(run_id), path)
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
-        return {status: f"the judge is now {name}: judgments from now on use it",
+        return {status: views.judge_now_text(name),
                 active_judge: services.active_judge_label(),
                 base_model: name}
 
