@@ -537,11 +537,17 @@ def train_status_line(view: RunView) -> str:
 CURVE_DECIMALS = 6  # training curves: finer than any loss or reward difference worth reading off a plot
 
 
-def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame:
-    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes).
+def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame | None:
+    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes); None while there are none.
+
+    None, not an empty frame: the plot measures the room its axes' labels and titles need when it first draws (Vega
+    does not measure again when data arrive), so a first drawing without labels left "loss", the tick labels and
+    "step" cut off at the plot's edges once the data came.
 
     Values are rounded to `CURVE_DECIMALS`: a GRPO loss of -8e-9 (zero, up to float noise) made the axis read
     "-0.000000008"."""
+    if not points:
+        return None
     frame = pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
     frame[name] = frame[name].round(CURVE_DECIMALS) + 0.0  # + 0.0: no "-0" on the axis
     return frame

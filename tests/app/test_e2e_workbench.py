@@ -337,3 +337,40 @@ def test_the_evaluate_runs_table_names_a_checkpoint_by_its_run_not_the_hosts_pat
         assert str(tmp_path) not in page.locator("#eval-report").inner_text()
     finally:
         page.context.close()
+
+
+PLOT_TEXT_OUTSIDE = """(sel) => {
+  const svg = document.querySelector(sel + ' svg');
+  const box = svg.getBoundingClientRect();
+  const texts = Array.from(svg.querySelectorAll('text')).filter((t) => t.textContent.trim());
+  return {texts: texts.map((t) => t.textContent), outside: texts.filter((t) => {
+    const r = t.getBoundingClientRect();
+    return r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5;
+  }).map((t) => t.textContent)};
+}"""
+
+
+def test_the_loss_plots_axis_titles_and_labels_are_drawn_inside_it(page: Page, db_url: str, tmp_path: Path) -> None:
+    import json
+
+    from reflectrm.training.runs import RunFiles
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"data": "", "model": "demo", "config": {"max_steps": 40}}))
+    RunFiles(folder).update_status(state="completed", step=40, total_steps=40, started_unix=time.time())
+    # a GRPO loss near zero on both sides: wide tick labels ("−0.004") beside the axis title
+    (folder / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": (-1) ** s * 1.23e-4 * s, "reward": 0.5 + s / 100}) + "\n" for s in range(1, 41)))
+    with JudgmentStore.open(db_url) as store:
+        run_id = store.add_training_run(snapshot_id=None, base_model="demo", run_dir=str(folder),
+                                        config={"max_steps": 40}, status="completed").id
+    open_tab(page, "Train")
+    wait_value(page, "train-progress", rf"^run #{run_id} completed")
+    for plot, title in (("#train-loss", "loss"), ("#train-reward", "reward")):
+        expect(page.locator(f"{plot} svg text", has_text=re.compile(rf"^{title}$"))).to_have_count(1)
+        next_frames(page)
+        drawn = page.evaluate(PLOT_TEXT_OUTSIDE, plot)
+        assert {"step", title} <= set(drawn["texts"]), drawn
+        # the y title and the tick labels were drawn left of the plot, "step" below it: cut off
+        assert drawn["outside"] == [], drawn

@@ -343,3 +343,8 @@ def test_the_runs_table_and_use_as_judge_name_a_checkpoint_by_its_run_not_the_ho
     assert row["output"] == shown and row["base model"] == "models/base"
     if output:
         assert views.judge_now_text(output) == f"the judge is now {shown}: judgments from now on use it"
+
+
+def test_a_curve_with_no_points_is_no_plot_yet() -> None:
+    # an empty frame drew the plot without axis labels; the room for them was never measured again
+    assert views.curve_frame([], "loss") is None

@@ -94,9 +94,9 @@ def build(wb: Workbench, tab: Any) -> None:
         with gr.Column(scale=3):
             line = gr.Textbox(label="Progress", interactive=False, elem_id="train-progress")
             with gr.Row():
-                loss = gr.LinePlot(views.curve_frame([], "loss"), x="step", y="loss", title="Loss", height=240,
+                loss = gr.LinePlot(None, x="step", y="loss", title="Loss", height=240,
                                    elem_id="train-loss")
-                reward = gr.LinePlot(views.curve_frame([], "reward"), x="step", y="reward", title="Mean reward",
+                reward = gr.LinePlot(None, x="step", y="reward", title="Mean reward",
                                      y_lim=[0, 1], height=240, elem_id="train-reward")
             with gr.Row():
                 checkpoint = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3,
