@@ -32,7 +32,9 @@ from reflectrm_db.evaluation import EvalRunRecord, EvalStore
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
-from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, load_benchmark
+from reflectrm.eval.benchmarks import (
+    BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, DataError, DataWords, load_benchmark,
+)
 from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.compare import compare_items
 from reflectrm.eval.readers import load_pairs
@@ -212,6 +214,9 @@ def _run_key(settings: Mapping[str, Any], backend: Any) -> str:
 # --- the Evaluate tab's service: the app's active judge --------------------------------------------------------
 
 DATA_SET_PREFIX = "data set: "
+TAB_WORDS = DataWords(data='"Local file or folder"', drop_data='leave "Local file or folder" empty',
+                      file_benchmark='the benchmark "file"', pairs_file='pick the benchmark "file"')
+"""How the Evaluate tab's messages name where the data is given: its form's fields, not the CLI's flags."""
 RUN_COLUMNS = ("run", "benchmark", "status", "done", "of", "model", "strategies", "both orders", "partial")
 ITEM_COLUMNS = ("judgment", "item", "subset", "strategy", "order", "label", "verdict", "why")
 
@@ -284,8 +289,21 @@ class EvaluationService:
     def _run_with(self, backend: Any, request: EvalRequest, *, cancel: threading.Event,
                   progress: Callable[[int, int], None] | None) -> EvalRunRecord:
         """`request` judged by `backend` with the app's judge settings; Stop (or Ctrl-C) marks the run stopped."""
-        return self.evals.run(request, backend=backend, config=self.services.settings.judge_config(),
-                              should_stop=cancel.is_set, progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
+        try:
+            return self.evals.run(request, backend=backend, config=self.services.settings.judge_config(),
+                                  should_stop=cancel.is_set, progress=progress,
+                                  stopped_by=(KeyboardInterrupt, Cancelled))
+        except DataError as exc:  # said in the tab's words, the path as the user gave it (inside the data folder)
+            raise InputError(exc.said(TAB_WORDS, path=repr(self._shown_path(exc.path)))) from None
+
+    def _shown_path(self, path: Path | None) -> str:
+        """A path as the tab shows it: relative to the app's data folder (never the host's absolute path)."""
+        if path is None:
+            return ""
+        try:
+            return str(Path(path).relative_to(self.services.data_root)) or "."
+        except ValueError:
+            return Path(path).name
 
     def mark_interrupted(self) -> list[int]:
         """At start-up: runs still marked running were cut off when the app last stopped; say so (and how to go on)."""

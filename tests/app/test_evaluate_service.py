@@ -140,3 +140,25 @@ def test_the_runs_table_and_the_report_name_the_model_not_the_hosts_path(
     assert not any(str(cell).startswith("/") for cell in row), row
     report = evals.view(run_id).markdown
     assert f"Model: `{shown}`" in report and str(tmp_path) not in report and str(DEMO_MODEL_DIR) not in report
+
+
+@pytest.mark.parametrize(("benchmark", "data", "said"), [
+    # each message named the CLI's --data to a user of the tab, and the absolute path the app resolved
+    pytest.param("judgebench", "", 'has no Hub copy here: pass "Local file or folder" with', id="no-hub-copy"),
+    pytest.param("judgebench", "not-here", "'not-here' does not exist: pass \"Local file or folder\" with",
+                 id="missing-folder"),
+    pytest.param("demo", "folder", 'generated, not read: leave "Local file or folder" empty (or use the benchmark '
+                 '"file")', id="demo-with-data"),
+    pytest.param("rm-bench", "folder/pairs.jsonl", "'folder/pairs.jsonl' is not a rm-bench file",
+                 id="another-kind-of-file"),
+])
+def test_data_messages_name_the_tabs_field_and_the_path_inside_the_data_folder(
+        services: AppServices, benchmark: str, data: str, said: str) -> None:
+    (services.data_root / "folder").mkdir(parents=True, exist_ok=True)
+    (services.data_root / "folder" / "pairs.jsonl").write_text('{"query": "q", "chosen": "a", "rejected": "b"}\n')
+    evals = EvaluationService(services)
+    with pytest.raises(InputError) as caught:
+        evals.run(evals.request(benchmark, data=data), cancel=threading.Event())
+    message = str(caught.value)
+    assert said in message and "--data" not in message and "--benchmark" not in message
+    assert str(services.data_root) not in message
