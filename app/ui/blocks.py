@@ -81,6 +81,11 @@ KEYBOARD_JS = """
       e.stopPropagation();
     }
   }, true);
+  // a question to confirm a correction stays up until it is answered or passed over (a save, Next, Skip): then
+  // it goes, rather than linger over the form for its time
+  window.reflectrmAnswered = () => document.querySelectorAll(".toast-body").forEach((toast) => {
+    if (/Confirm: /.test(toast.textContent)) toast.querySelector(".toast-close")?.click();
+  });
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && typing(e.target)) { e.target.blur(); return; }  // Esc: back to the shortcuts
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat || typing(e.target)) return;

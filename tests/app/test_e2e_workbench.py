@@ -374,3 +374,16 @@ def test_the_loss_plots_axis_titles_and_labels_are_drawn_inside_it(page: Page, d
         assert {"step", title} <= set(drawn["texts"]), drawn
         # the y title and the tick labels were drawn left of the plot, "step" below it: cut off
         assert drawn["outside"] == [], drawn
+
+
+def test_a_question_to_confirm_stays_until_answered_then_leaves_the_form(page: Page) -> None:
+    open_tab(page, "Review queue")
+    jid = int(re.match(r"Judgment #(\d+)", wait_value(page, "review-header", r"^Judgment #\d+")).group(1))
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("2")  # the seeded pairs are labelled Response 1: this asks first
+    asked = page.locator(".toast-body", has_text="Confirm")
+    expect(asked).to_have_count(1)
+    page.keyboard.press("2")  # the answer: save it anyway
+    wait_value(page, "review-status", rf"\(judgment #{jid}\); the next item is shown")
+    # the answered question stayed over the Review form for its time (the reviewer's run ended with one there)
+    expect(page.locator(".toast-body")).to_have_count(0)

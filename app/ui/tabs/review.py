@@ -104,7 +104,8 @@ def build(wb: Workbench, tab: Any) -> None:
                                           note=text or "", marks=marks, confirmed=waiting == asked,
                                           on_screen=int(cur))
             except NeedsConfirmation as exc:
-                gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
+                # until answered (the next save, Next or Skip dismisses it: `reflectrmAnswered` in the page's head)
+                gr.Warning(f"Confirm: {exc}", title="Confirm this correction", duration=None)
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
             except ReflectRMError as exc:
                 return {**unchanged(shown), status: f"error: {exc}", pending: None}
@@ -130,9 +131,11 @@ def build(wb: Workbench, tab: Any) -> None:
     save_inputs = [current, right, wrong, note, reviewer, pending, skipped, source, on_screen]
     for button, verdict in ((b1, 1), (b2, 2)):
         button.click(save(verdict), save_inputs, shown, api_visibility="private", concurrency_limit=8, js=SHOWN_JS)
-    nxt.click(next_item, [current, skipped, source], shown, api_visibility="private", concurrency_limit=8)
+    passed_over = "(...values) => { window.reflectrmAnswered?.(); return values; }"
+    nxt.click(next_item, [current, skipped, source], shown, api_visibility="private", concurrency_limit=8,
+              js=passed_over)
     skip.click(skip_item, [current, skipped, source], [*shown, skipped], api_visibility="private",
-               concurrency_limit=8)
+               concurrency_limit=8, js=passed_over)
     withdraw.click(withdraw_current, [current, reviewer], shown, api_visibility="private")
     open_btn.click(open_item, jump, [*shown, jump_note], api_visibility="private")
     jump.submit(open_item, jump, [*shown, jump_note], api_visibility="private")
@@ -140,11 +143,13 @@ def build(wb: Workbench, tab: Any) -> None:
 
 
 SHOWN_JS = """(...values) => {
+  window.reflectrmAnswered?.();
   const header = document.querySelector('#review-header textarea');
   const m = header ? header.value.match(/^Judgment #(\\d+)/) : null;
   values[values.length - 1] = m ? m[1] : "";
   return values;
 }"""
-"""Runs in the browser as a save is pressed: its last input becomes the judgment number the header shows then."""
+"""Runs in the browser as a save is pressed: its last input becomes the judgment number the header shows then, and a
+question to confirm on screen is dismissed (the press answers it)."""
 
 TAB = TabSpec(label="Review queue", id="review", build=build)
