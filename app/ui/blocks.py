@@ -63,7 +63,8 @@ CSS = """
 .gradio-dataframe th, .table-wrap th { min-width: max-content; }
 """
 
-# Review-queue keys (and Tab out of a dropdown). Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
+# Review-queue keys (and Tab out of a dropdown). Ignored while typing in a text field (Esc leaves it); active only
+# while the Review tab is visible.
 KEYBOARD_JS = """
 <script>
 (() => {

@@ -269,7 +269,8 @@ HEADER_WORDS_SPLIT = """() => {
         const range = document.createRange();
         range.setStart(node, m.index);
         range.setEnd(node, m.index + m[0].length);
-        const lines = new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        const lines = new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0)
+          .map((r) => Math.round(r.top)));
         seen.push(m[0]);
         if (lines.size > 1) split.push(m[0]);  // one word drawn on two lines: broken inside it
       }
