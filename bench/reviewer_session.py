@@ -97,6 +97,8 @@ class Keyboard:
         self.type(option)
         expect(self.page.locator(f"{dropdown} li", has_text=option).first).to_be_visible(timeout=WAIT_MS)
         self.press("Enter")
+        # the typed text already reads `option`; the dropdown has taken it when it lets the focus go
+        expect(self.page.locator(f"{dropdown} input")).not_to_be_focused(timeout=WAIT_MS)
         expect(self.page.locator(f"{dropdown} input")).to_have_value(option, timeout=WAIT_MS)
 
 
@@ -156,6 +158,8 @@ def export_snapshot(keys: Keyboard, name: str) -> str:
     keys.tab_to("#curate-export")
     keys.press("Enter")
     text = wait_text(page, "curate-status", r"^(exported|error)")
+    if not text.startswith("exported reflection-pairs"):  # at once, not after waiting for a file that is not coming
+        raise SystemExit(f"the export is not the snapshot's reflection pairs: {text}")
     # the file's name is a cell of its own (the link is its size): Gradio 6 lists a file that way
     expect(page.locator("#curate-file")).to_contain_text(f"reflection-pairs-{name}", timeout=WAIT_MS)
     return text
@@ -200,14 +204,15 @@ TOASTS_JS = """() => {
   const form = Array.from(document.querySelectorAll('#tab-review [id^=review-]')).filter(shown)
     .map((e) => e.getBoundingClientRect());
   const over = (t) => form.some((f) => t.left < f.right && f.left < t.right && t.top < f.bottom && f.top < t.bottom);
-  return {toasts_after_review: toasts.length, toasts_over_form: toasts.filter((t) => over(t.getBoundingClientRect())).length,
+  return {toasts_after_review: toasts.length,
+          toasts_over_form: toasts.filter((t) => over(t.getBoundingClientRect())).length,
           saved_toasts: toasts.filter((t) => /saved/i.test(t.innerText)).length};
 }"""
 
 
 def toasts_over_form(page: Page) -> dict[str, int]:
     """Toasts in the window right after the ten corrections: how many, how many cover part of the Review tab's
-    form (its header, status, texts, analyses, buttons), and how many say "Saved" (a save is said in one status line)."""
+    form (its header, status, texts, analyses, buttons), and how many say "Saved" (a save has its status line)."""
     return page.evaluate(TOASTS_JS)
 
 
