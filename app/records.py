@@ -19,13 +19,15 @@ from reflectrm.training.grpo import TIME_DECAY, TrainConfig
 from reflectrm.training.runs import Checkpoint, RunProgress
 
 def model_name(model: str) -> str:
-    """A model path or Hub id as people name it: "demo judge", a run's "run/checkpoint-40", or the Hub id as is."""
+    """A model path or Hub id as people name it: "demo judge", a run's "run/checkpoint-40", or the Hub id as is.
+
+    Never the host's absolute path, not even of a folder removed since (a deleted checkpoint a stored run names)."""
     from pathlib import Path
 
     from reflectrm.demo import DEMO_MODEL_DIR
 
     path = Path(model)
-    if not model or not path.is_dir():
+    if not model or not (path.is_absolute() or path.is_dir()):
         return model
     return "demo judge" if path.resolve() == Path(DEMO_MODEL_DIR).resolve() else "/".join(path.resolve().parts[-2:])
 

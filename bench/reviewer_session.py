@@ -97,6 +97,8 @@ class Keyboard:
         self.type(option)
         expect(self.page.locator(f"{dropdown} li", has_text=option).first).to_be_visible(timeout=WAIT_MS)
         self.press("Enter")
+        # the typed text already reads `option`; the dropdown has taken it when it lets the focus go
+        expect(self.page.locator(f"{dropdown} input")).not_to_be_focused(timeout=WAIT_MS)
         expect(self.page.locator(f"{dropdown} input")).to_have_value(option, timeout=WAIT_MS)
 
 
@@ -156,7 +158,10 @@ def export_snapshot(keys: Keyboard, name: str) -> str:
     keys.tab_to("#curate-export")
     keys.press("Enter")
     text = wait_text(page, "curate-status", r"^(exported|error)")
-    expect(page.locator("#curate-file a", has_text=f"reflection-pairs-{name}").first).to_be_attached(timeout=WAIT_MS)
+    if not text.startswith("exported reflection-pairs"):  # at once, not after waiting for a file that is not coming
+        raise SystemExit(f"the export is not the snapshot's reflection pairs: {text}")
+    # the file's name is a cell of its own (the link is its size): Gradio 6 lists a file that way
+    expect(page.locator("#curate-file")).to_contain_text(f"reflection-pairs-{name}", timeout=WAIT_MS)
     return text
 
 
@@ -180,6 +185,7 @@ def review_session(page: Page, url: str, *, known: dict[int, int], shots: Path |
         asked += confirm
     reviewed = clock.seconds
     review_keys = keys.presses
+    toasts = toasts_over_form(page)
     export_status = export_snapshot(keys, "reviewed-ten")
     exported = clock.seconds
     if shots:
@@ -188,7 +194,26 @@ def review_session(page: Page, url: str, *, known: dict[int, int], shots: Path |
             "item_median_s": statistics.median(per_item), "item_max_s": max(per_item),
             "export_s": exported - reviewed, "session_s": exported, "asked_to_confirm": asked,
             "reviewed_ids": ids, "distinct_items": len(set(ids)), "keys_to_review": review_keys,
-            "keys_total": keys.presses, "export_status": export_status}
+            "keys_total": keys.presses, "export_status": export_status, **toasts}
+
+
+TOASTS_JS = """() => {
+  const shown = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.bottom > 0
+    && r.top < innerHeight; };
+  const toasts = Array.from(document.querySelectorAll('.toast-body')).filter(shown);
+  const form = Array.from(document.querySelectorAll('#tab-review [id^=review-]')).filter(shown)
+    .map((e) => e.getBoundingClientRect());
+  const over = (t) => form.some((f) => t.left < f.right && f.left < t.right && t.top < f.bottom && f.top < t.bottom);
+  return {toasts_after_review: toasts.length,
+          toasts_over_form: toasts.filter((t) => over(t.getBoundingClientRect())).length,
+          saved_toasts: toasts.filter((t) => /saved/i.test(t.innerText)).length};
+}"""
+
+
+def toasts_over_form(page: Page) -> dict[str, int]:
+    """Toasts in the window right after the ten corrections: how many, how many cover part of the Review tab's
+    form (its header, status, texts, analyses, buttons), and how many say "Saved" (a save has its status line)."""
+    return page.evaluate(TOASTS_JS)
 
 
 def plot_on_fresh_page(browser, url: str, *, shots: Path | None, judge_shot: Path | None) -> float:  # noqa: ANN001
@@ -216,8 +241,7 @@ def plot_on_fresh_page(browser, url: str, *, shots: Path | None, judge_shot: Pat
 
 
 def readme_picture(browser, url: str, target: Path) -> None:  # noqa: ANN001
-    """The Judge tab after a judgment, for the README (by mouse: Tabbing past the dropdowns leaves their lists
-    drawn open over the form, which is not what the picture is of)."""
+    """The Judge tab after a judgment, for the README (by mouse: the picture is of the tab, not of the keys)."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(url, timeout=WAIT_MS)
     page.locator("#judge-examples td").first.click()
@@ -312,6 +336,8 @@ def main() -> int:
     print(f"ten corrections by keyboard:          {figures['review_s']:7.2f} s   "
           f"(median {figures['item_median_s']:.2f} s an item, max {figures['item_max_s']:.2f} s; "
           f"{figures['asked_to_confirm']} asked to confirm)")
+    print(f"toasts on screen after the ten:       {figures['toasts_after_review']:7d}     "
+          f"({figures['toasts_over_form']} over the form, {figures['saved_toasts']} saying Saved)")
     print(f"snapshot + export by keyboard:        {figures['export_s']:7.2f} s")
     print(f"whole session, launch to export:      {session:7.2f} s   ({figures['keys_total']} key presses, no clicks)")
     print(f"plot on a fresh page, Judge to bars:  {plot_s:7.2f} s")

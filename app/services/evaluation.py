@@ -27,13 +27,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from reflectrm_app.records import model_name
 from reflectrm_app.resources import Cancelled
 from reflectrm_app.services.runtime import Runtime
 from reflectrm_db.evaluation import EvalRunRecord, EvalStore
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError
-from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, load_benchmark
+from reflectrm.eval.benchmarks import (
+    BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, DataError, DataWords, load_benchmark,
+)
 from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.compare import compare_items
 from reflectrm.files.readers import load_pairs
@@ -213,6 +216,9 @@ def _run_key(settings: Mapping[str, Any], backend: Any) -> str:
 # --- the Evaluate tab's service: the app's active judge --------------------------------------------------------
 
 DATA_SET_PREFIX = "data set: "
+TAB_WORDS = DataWords(data='"Local file or folder"', drop_data='leave "Local file or folder" empty',
+                      file_benchmark='the benchmark "file"', pairs_file='pick the benchmark "file"')
+"""How the Evaluate tab's messages name where the data is given: its form's fields, not the CLI's flags."""
 RUN_COLUMNS = ("run", "benchmark", "status", "done", "of", "model", "strategies", "both orders", "partial")
 ITEM_COLUMNS = ("judgment", "item", "subset", "strategy", "order", "label", "verdict", "why")
 
@@ -286,8 +292,21 @@ class EvaluationService:
     def _run_with(self, backend: Any, request: EvalRequest, *, cancel: threading.Event,
                   progress: Callable[[int, int], None] | None) -> EvalRunRecord:
         """`request` judged by `backend` with the app's judge settings; Stop (or Ctrl-C) marks the run stopped."""
-        return self.evals.run(request, backend=backend, config=self.runtime.settings.judge_config(),
-                              should_stop=cancel.is_set, progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
+        try:
+            return self.evals.run(request, backend=backend, config=self.runtime.settings.judge_config(),
+                                  should_stop=cancel.is_set, progress=progress,
+                                  stopped_by=(KeyboardInterrupt, Cancelled))
+        except DataError as exc:  # said in the tab's words, the path as the user gave it (inside the data folder)
+            raise InputError(exc.said(TAB_WORDS, path=repr(self._shown_path(exc.path)))) from None
+
+    def _shown_path(self, path: Path | None) -> str:
+        """A path as the tab shows it: relative to the app's data folder (never the host's absolute path)."""
+        if path is None:
+            return ""
+        try:
+            return str(Path(path).relative_to(self.runtime.data_root)) or "."
+        except ValueError:
+            return Path(path).name
 
     def mark_interrupted(self) -> list[int]:
         """At start-up: runs still marked running were cut off when the app last stopped; say so (and how to go on)."""
@@ -330,13 +349,14 @@ class EvaluationService:
         return CheckpointComparison(judge_run=judge_run.id, checkpoint_run=checkpoint_run.id, markdown=comparison)
 
     def runs_table(self) -> list[list[Any]]:
-        return [[r.id, r.benchmark, r.status, r.items_done, r.items_total, r.model,
+        return [[r.id, r.benchmark, r.status, r.items_done, r.items_total, model_name(r.model),
                  ",".join(r.config.get("strategies", [])), bool(r.config.get("both_orders")), r.partial]
                 for r in self.evals.runs()]
 
     def view(self, run_id: int) -> EvalReportView:
         run = self._get(run_id)
         report = self.evals.report(int(run.id))  # an unfinished run's report says so at its top (`incomplete`)
+        report["model"] = model_name(report["model"])  # a run's or the demo judge's name, not the host's path
         return EvalReportView(run_id=int(run_id), markdown=markdown(report), plot_svg=svg_plot(report))
 
     def compare(self, run_a: int, run_b: int) -> str:

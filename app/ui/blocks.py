@@ -54,12 +54,17 @@ CSS = """
 .rr-note { font-size: 12px; opacity: 0.85; margin: 4px 0; }
 /* Curate's long cells (the query, why a correction is contested) wrap inside a bounded column, never cut off */
 #curate-table td { white-space: normal; overflow-wrap: break-word; max-width: 28em; vertical-align: top; }
-/* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d") */
-.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th {
-  word-break: keep-all; overflow-wrap: normal; hyphens: none; min-width: max-content; }
+/* table headers break between words, never inside one ("judgmen t", "subse t", "rewar d"). Gradio's table
+   writes each header into a span that breaks anywhere and then sizes the column from what the header needs:
+   the span keeps whole words, so a column is at least its longest header word wide (the table scrolls) */
+.gradio-dataframe th, .gradio-dataframe [role=columnheader], .table-wrap th, [role=columnheader] .header,
+.prose th, .rr-reflections th {
+  word-break: keep-all !important; overflow-wrap: normal !important; hyphens: manual !important; }
+.gradio-dataframe th, .table-wrap th { min-width: max-content; }
 """
 
-# Review-queue keys. Ignored while typing in a text field (Esc leaves it); active only while the Review tab is visible.
+# Review-queue keys (and Tab out of a dropdown). Ignored while typing in a text field (Esc leaves it); active only
+# while the Review tab is visible.
 KEYBOARD_JS = """
 <script>
 (() => {
@@ -70,6 +75,18 @@ KEYBOARD_JS = """
     if (tag === "textarea" || tag === "select" || t.isContentEditable) return true;
     return tag === "input" && !["checkbox", "radio", "button", "submit"].includes((t.type || "").toLowerCase());
   };
+  // Tab out of a dropdown closes its list: Gradio's dropdown reopens it in a keydown handler that runs after the
+  // blur had closed it (it awaits a tick), so the list stayed drawn over the form. Tab only moves focus there.
+  window.addEventListener("keydown", (e) => {
+    if (e.key === "Tab" && e.target && e.target.getAttribute && e.target.getAttribute("role") === "combobox") {
+      e.stopPropagation();
+    }
+  }, true);
+  // a question to confirm a correction stays up until it is answered or passed over (a save, Next, Skip): then
+  // it goes, rather than linger over the form for its time
+  window.reflectrmAnswered = () => document.querySelectorAll(".toast-body").forEach((toast) => {
+    if (/Confirm: /.test(toast.textContent)) toast.querySelector(".toast-close")?.click();
+  });
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && typing(e.target)) { e.target.blur(); return; }  // Esc: back to the shortcuts
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat || typing(e.target)) return;

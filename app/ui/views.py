@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -536,11 +537,17 @@ def train_status_line(view: TrainingRunView) -> str:
 CURVE_DECIMALS = 6  # training curves: finer than any loss or reward difference worth reading off a plot
 
 
-def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame:
-    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes).
+def curve_frame(points: Sequence[tuple[int, float]], name: str) -> pd.DataFrame | None:
+    """(step, value) points as a frame for `gr.LinePlot(x="step", y=name)` (numeric axes); None while there are none.
+
+    None, not an empty frame: the plot measures the room its axes' labels and titles need when it first draws (Vega
+    does not measure again when data arrive), so a first drawing without labels left "loss", the tick labels and
+    "step" cut off at the plot's edges once the data came.
 
     Values are rounded to `CURVE_DECIMALS`: a GRPO loss of -8e-9 (zero, up to float noise) made the axis read
     "-0.000000008"."""
+    if not points:
+        return None
     frame = pd.DataFrame(list(points), columns=["step", name]).astype({"step": int, name: float})
     frame[name] = frame[name].round(CURVE_DECIMALS) + 0.0  # + 0.0: no "-0" on the axis
     return frame
@@ -562,9 +569,23 @@ def runs_frame(rows: Sequence[TrainingRunRecord]) -> pd.DataFrame:
     return pd.DataFrame([{
         "run": r.id, "snapshot": r.snapshot_name, "status": r.status,
         "step": f"{r.step} / {r.total_steps}" if r.total_steps else str(r.step),
-        "base model": short(r.base_model, 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
-        "output": r.output_model,
+        "base model": short(model_name(r.base_model), 50), "started": r.created_at.strftime("%Y-%m-%d %H:%M"),
+        "output": model_name(r.output_model or ""),  # the run's folder and checkpoint, not the host's path
     } for r in rows], columns=columns)
+
+
+_MARKDOWN_SPECIALS = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation mark (CommonMark escapes them all)
+
+
+def note_markdown(text: str) -> str:
+    """A one-line message for a field's note (a `gr.Markdown`): every punctuation mark backslash-escaped, so a
+    typed value it quotes is shown as typed and never formats, links or runs; line ends become spaces."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def judge_now_text(model: str) -> str:
+    """What "Use as judge" says: the checkpoint by its run folder's and its own name, not the host's path."""
+    return f"the judge is now {model_name(model)}: judgments from now on use it"
 
 
 def checkpoint_choices(checkpoints: Sequence[Checkpoint]) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ import hashlib
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +116,52 @@ def _json(path: Path) -> Any:
     return loads(read_text(path), where=str(path))  # bounded, and a FIFO or device is refused unread
 
 
+@dataclass(frozen=True, slots=True)
+class DataWords:
+    """How a message names where a benchmark's data is given: the CLI's flags here; the app names its form's fields."""
+
+    data: str = "--data"  # the option (or field) that gives the data
+    drop_data: str = "drop --data"  # how to give none
+    file_benchmark: str = "--benchmark file"  # how to evaluate any labelled file
+    pairs_file: str = "drop --benchmark"  # how to judge a file of pairs instead
+
+
+CLI_WORDS = DataWords()
+
+
+class DataError(InputError):
+    """A benchmark's data is missing, unreachable or of another kind: `said` words it for a front end.
+
+    `template` names the data's place as `{data}` (and `{drop_data}`, ...) and the path as `{path}`; str() is the
+    CLI's wording with the path as given."""
+
+    def __init__(self, template: str, *, path: Path | None = None) -> None:
+        self.template, self.path = template, path
+        super().__init__(self.said(CLI_WORDS))
+
+    def __reduce__(self):  # noqa: ANN204  (pickled by its template, not by the message it made)
+        return _data_error, (self.template, self.path)
+
+    def said(self, words: DataWords, *, path: str | None = None) -> str:
+        """The message in `words`, with `path` (default: the path as given, quoted) in place of the path."""
+        shown = path if path is not None else repr(str(self.path))
+        return self.template.format(**asdict(words), path=shown)
+
+
+def _data_error(template: str, path: Path | None) -> DataError:
+    return DataError(template, path=path)
+
+
+def _literal(text: object) -> str:
+    """Text placed in a `DataError` template as it is (its braces are not placeholders)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 def _need(path: Path | None, what: str) -> Path:
     if path is None:
-        raise InputError(f"{what} has no Hub copy here: pass --data with the local file or folder")
+        raise DataError(f"{_literal(what)} has no Hub copy here: pass {{data}} with the local file or folder")
     if not path.exists():
-        raise InputError(f"{str(path)!r} does not exist: pass --data with the {what} file or folder")
+        raise DataError(f"{{path}} does not exist: pass {{data}} with the {_literal(what)} file or folder", path=path)
     return path
 
 
@@ -307,8 +348,8 @@ def _hub_rows(dataset: str, *, split: str, config: str | None = None) -> Iterabl
     try:
         return datasets.load_dataset(dataset, config, split=split)
     except Exception as exc:
-        raise InputError(f"could not load {dataset} from the Hub ({type(exc).__name__}): download it and pass --data"
-                         ) from exc
+        raise DataError(f"could not load {_literal(dataset)} from the Hub ({type(exc).__name__}): download it and "
+                        "pass {data}") from exc
 
 
 def _rows(path: Path | None, hub: str, *, split: str, config: str | None = None) -> tuple[Iterable[Mapping], str]:
@@ -381,7 +422,7 @@ def load_demo(path: Path | None) -> Benchmark:
     from reflectrm.demo.heldout import EVAL_SEED
 
     if path is not None:
-        raise InputError("the demo benchmark is generated, not read: drop --data (or use --benchmark file)")
+        raise DataError("the demo benchmark is generated, not read: {drop_data} (or use {file_benchmark})")
     domain = demo_domain()
     pairs = domain.heldout_pairs(read_card(DEMO_MODEL_DIR), DEMO_HELDOUT_PAIRS, seed=EVAL_SEED, source="demo-heldout")
     return Benchmark(name="demo", pairs=tuple(pairs), source=f"demo {domain.key} seed {EVAL_SEED}")
@@ -423,8 +464,8 @@ def load_benchmark(name: str, path: Path | None = None) -> Benchmark:
     except (KeyError, TypeError, AttributeError, IndexError) as exc:  # rows of another shape (a pairs file, say)
         what = f"its rows lack the field {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else \
             f"a row is not shaped like one ({type(exc).__name__})"
-        raise InputError(f"{str(path)!r} is not a {name} file: {what}: pass {name}'s own data to --data, or drop "
-                         "--benchmark to judge a file of pairs") from None
+        raise DataError(f"{{path}} is not a {_literal(name)} file: {_literal(what)}: pass {_literal(name)}'s own data "
+                        "to {data}, or {pairs_file} to judge a file of pairs", path=path) from None
 
 
 BOTH_ORDERS_BY_DEFAULT = ("judgebench",)

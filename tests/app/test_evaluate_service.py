@@ -105,3 +105,60 @@ def test_the_both_orders_box_follows_the_benchmark_s_protocol(benchmark, both) -
     from reflectrm_app.services.evaluation import both_orders_by_default
 
     assert both_orders_by_default(benchmark) is both  # JudgeBench scores a pair right only if right in both orders
+
+
+# --- what the tab shows names runs and data by name, never by the host's absolute path ---------------------------
+
+
+def _run_with_model(services: AppServices, model: str) -> int:
+    from reflectrm_db.evaluation import EvalStore
+
+    run_id, _ = EvalStore(services.store).start(run_key=f"key-{model}", values={
+        "model": model, "model_revision": "", "benchmark": "demo", "data": "", "partial": "",
+        "config": {"strategies": ["reflectrm"]}, "items_total": 4})
+    return run_id
+
+
+@pytest.mark.parametrize(("model", "shown"), [
+    pytest.param("{tmp}/runs/run-7/checkpoint-20", "run-7/checkpoint-20", id="checkpoint-folder"),
+    # a checkpoint deleted since the run: not a folder now, still a host path (it was shown whole)
+    pytest.param("{tmp}/runs/run-8/final-gone", "run-8/final-gone", id="removed-folder"),
+    pytest.param("{demo}", "demo judge", id="the-demo-judge"),
+    pytest.param("org/model", "org/model", id="hub-id-as-is"),  # relative, not a folder: a Hub id
+])
+def test_the_runs_table_and_the_report_name_the_model_not_the_hosts_path(
+        services: AppServices, tmp_path, model: str, shown: str) -> None:
+    from reflectrm.demo import DEMO_MODEL_DIR
+
+    path = model.format(tmp=tmp_path, demo=DEMO_MODEL_DIR)
+    if "checkpoint-20" in path:
+        (tmp_path / "runs" / "run-7" / "checkpoint-20").mkdir(parents=True)
+    run_id = _run_with_model(services, path)
+    evals = EvaluationService(services)
+    [row] = [r for r in evals.runs_table() if r[0] == run_id]
+    assert row[5] == shown
+    assert not any(str(cell).startswith("/") for cell in row), row
+    report = evals.view(run_id).markdown
+    assert f"Model: `{shown}`" in report and str(tmp_path) not in report and str(DEMO_MODEL_DIR) not in report
+
+
+@pytest.mark.parametrize(("benchmark", "data", "said"), [
+    # each message named the CLI's --data to a user of the tab, and the absolute path the app resolved
+    pytest.param("judgebench", "", 'has no Hub copy here: pass "Local file or folder" with', id="no-hub-copy"),
+    pytest.param("judgebench", "not-here", "'not-here' does not exist: pass \"Local file or folder\" with",
+                 id="missing-folder"),
+    pytest.param("demo", "folder", 'generated, not read: leave "Local file or folder" empty (or use the benchmark '
+                 '"file")', id="demo-with-data"),
+    pytest.param("rm-bench", "folder/pairs.jsonl", "'folder/pairs.jsonl' is not a rm-bench file",
+                 id="another-kind-of-file"),
+])
+def test_data_messages_name_the_tabs_field_and_the_path_inside_the_data_folder(
+        services: AppServices, benchmark: str, data: str, said: str) -> None:
+    (services.data_root / "folder").mkdir(parents=True, exist_ok=True)
+    (services.data_root / "folder" / "pairs.jsonl").write_text('{"query": "q", "chosen": "a", "rejected": "b"}\n')
+    evals = EvaluationService(services)
+    with pytest.raises(InputError) as caught:
+        evals.run(evals.request(benchmark, data=data), cancel=threading.Event())
+    message = str(caught.value)
+    assert said in message and "--data" not in message and "--benchmark" not in message
+    assert str(services.data_root) not in message

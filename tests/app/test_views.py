@@ -298,3 +298,53 @@ def test_the_audit_tab_shows_the_judges_measured_stage_2_or_says_there_is_none()
     assert "600 held-out pairs" in text and "+6.7 points [+4.5, +8.8]" in text
     assert "93.8 % [91.9, 95.2]" in text and "88.7 % [86.3, 90.7]" in text and "820" in text
     assert "not measured" in views.measured_stage2_text(None)
+
+
+@pytest.mark.parametrize("typed", [
+    pytest.param("[a link](http://example.com)", id="link"),
+    pytest.param("<img src=x onerror=alert(1)>", id="html"),
+    pytest.param("*bold* _it_ `code` # heading", id="formatting"),
+    pytest.param("$$x^2$$ \\(y\\)", id="latex"),
+    pytest.param("two\nlines\r\n- a list item", id="line-ends"),
+])
+def test_a_field_note_quotes_what_was_typed_as_text_on_one_line(typed: str) -> None:
+    import re as re_
+
+    note = views.note_markdown(f"error: got {typed!r}")
+    assert "\n" not in note and "\r" not in note
+    # every punctuation mark is backslash-escaped: nothing typed formats, links, renders HTML or math
+    k = 0
+    while k < len(note):
+        if note[k] == "\\":
+            k += 2
+            continue
+        assert not re_.match(r"[!-/:-@\[-`{-~]", note[k]), (note, k)
+        k += 1
+    unescaped = re_.sub(r"\\(.)", r"\1", note)
+    assert unescaped == " ".join(f"error: got {typed!r}".split())
+
+
+@pytest.mark.parametrize(("output", "shown"), [
+    pytest.param("/srv/app/runs/run-3/final", "run-3/final", id="final-model"),
+    pytest.param("/srv/app/runs/run-3/checkpoint-20", "run-3/checkpoint-20", id="checkpoint"),
+    pytest.param("", "", id="no-output-yet"),
+])
+def test_the_runs_table_and_use_as_judge_name_a_checkpoint_by_its_run_not_the_hosts_path(output: str,
+                                                                                       shown: str) -> None:
+    from datetime import datetime
+
+    from reflectrm_db.records import TrainingRunRecord
+
+    fields = {f: None for f in TrainingRunRecord.__dataclass_fields__}
+    run = TrainingRunRecord(**{**fields, "id": 3, "snapshot_name": "s", "status": "completed", "step": 20,
+                               "total_steps": 20, "base_model": "/srv/app/models/base", "config": {},
+                               "created_at": datetime(2026, 1, 1), "output_model": output})
+    row = views.runs_frame([run]).iloc[0]
+    assert row["output"] == shown and row["base model"] == "models/base"
+    if output:
+        assert views.judge_now_text(output) == f"the judge is now {shown}: judgments from now on use it"
+
+
+def test_a_curve_with_no_points_is_no_plot_yet() -> None:
+    # an empty frame drew the plot without axis labels; the room for them was never measured again
+    assert views.curve_frame([], "loss") is None

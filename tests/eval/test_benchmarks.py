@@ -138,3 +138,21 @@ def test_unknown_benchmark_and_missing_data_say_what_to_do(tmp_path: Path) -> No
         load_benchmark("judgebench", None)
     with pytest.raises(InputError, match="does not exist"):
         load_benchmark("rmb", tmp_path / "missing")
+
+
+@pytest.mark.parametrize(("name", "path", "said"), [
+    pytest.param("judgebench", None, "has no Hub copy here: pass --data with the local file or folder", id="no-hub"),
+    # braces in a path are text, not placeholders of the message's wording
+    pytest.param("judgebench", "missing-{data}-{x}", "'missing-{data}-{x}' does not exist: pass --data with",
+                 id="braces-in-path"),
+    pytest.param("demo", ".", "drop --data (or use --benchmark file)", id="demo-with-data"),
+])
+def test_the_cli_is_told_its_data_flag(tmp_path, name: str, path: str | None, said: str) -> None:
+    import pickle
+
+    from reflectrm.eval.benchmarks import DataError, load_benchmark
+
+    with pytest.raises(DataError) as caught:
+        load_benchmark(name, None if path is None else Path(path))
+    assert said in str(caught.value)
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)  # crosses a process boundary intact

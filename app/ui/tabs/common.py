@@ -85,6 +85,12 @@ def unchanged(outputs: Sequence[Any]) -> dict[Any, Any]:
     return {component: gr.update() for component in outputs}
 
 
+def field_note(elem_id: str) -> Any:
+    """A one-line note right under a form's fields: what is wrong with what was typed, where the eye is (the
+    tab's status box can be below the fold). Each action replaces it; empty, it takes no room."""
+    return gr.Markdown("", elem_id=elem_id, latex_delimiters=[], elem_classes=["rr-field-note"])
+
+
 def source_choices(services: Services, *, current: str = "") -> Any:
     """A Dropdown update listing the data sets (keeping `current` selected when it is one)."""
     names = services.judging.sources()

@@ -9,7 +9,7 @@ import gradio as gr
 from reflectrm_app.ui import views
 from reflectrm_app.records import ExampleFilter, ExampleRow
 from reflectrm_app.ui.forms import parse_day, parse_ids
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, unchanged
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, field_note, unchanged
 from reflectrm.errors import ReflectRMError
 
 
@@ -40,6 +40,7 @@ def _layout() -> dict[str, Any]:
         c["until"] = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="curate-until")
         c["search"] = gr.Textbox(label="Search text", elem_id="curate-search")
         c["show"] = gr.Button("Show", variant="primary", elem_id="curate-show")
+    c["filter_note"] = field_note("curate-filter-note")  # a date that is not one, said under the filters
     with gr.Row():
         c["mix"] = gr.Textbox(label="Mix", interactive=False, scale=3, elem_id="curate-mix")
         c["mix_plot"] = gr.BarPlot(x="mix", y="share", color="kind", y_lim=[0, 1], height=200, scale=2,
@@ -53,6 +54,7 @@ def _layout() -> dict[str, Any]:
         c["ids"] = gr.Textbox(label="Example ids", placeholder="3, 5", elem_id="curate-ids")
         c["exclude"] = gr.Button("Exclude", elem_id="curate-exclude")
         c["restore"] = gr.Button("Restore", elem_id="curate-restore")
+    c["ids_note"] = field_note("curate-ids-note")  # ids that are not numbers, said under the field
     with gr.Row():
         c["labelled"] = gr.Dropdown(label="Labelled data set (judged with samples)", choices=[], value=None,
                                     allow_custom_value=True, scale=3, elem_id="curate-labelled-source")
@@ -72,26 +74,26 @@ def _filters(c: dict[str, Any]) -> list[Any]:
 def _listing(c: dict[str, Any]) -> list[Any]:
     """What listing the examples updates."""
     return [c["table"], c["mix"], c["mix_plot"], c["snapshots"]["table"], c["source"], c["export"]["snapshot"],
-            c["rows"], c["labelled"], c["status"]]
+            c["rows"], c["labelled"], c["status"], c["filter_note"]]
 
 
 def _lister(curation: Any, judging: Any, c: dict[str, Any]) -> Any:
     """`list_examples(kind, *filters)`: the examples the filters keep, the mix, snapshots and data sets."""
-    listing, status = _listing(c), c["status"]
+    listing = _listing(c)
 
     def list_examples(k, src, st, s_from, s_to, agree, text):
         try:
             filters = ExampleFilter(source=src or "", states=tuple(st or ()), since=parse_day(s_from, "since"),
                                     until=parse_day(s_to, "until"), agreement=agree, search=text or "")
         except ReflectRMError as exc:
-            return {**unchanged(listing), status: f"error: {exc}"}
+            return {**unchanged(listing), c["filter_note"]: views.note_markdown(f"error: {exc}")}
         rows = curation.browse(k, filters)
         m, snaps, sources = curation.mix(), curation.snapshots(), judging.sources()
         return dict(zip(listing, [
             views.examples_frame(rows), views.mix_text(m), views.mix_frame(m), views.snapshots_frame(snaps),
             gr.update(choices=[ANY_SOURCE, *sources]),
             gr.update(choices=[NO_SNAPSHOT, *(s.name for s in snaps)]),
-            [example_detail(r) for r in rows], gr.update(choices=sources), f"{len(rows)} {k} example(s) shown"]))
+            [example_detail(r) for r in rows], gr.update(choices=sources), f"{len(rows)} {k} example(s) shown", ""]))
 
     return list_examples
 
@@ -114,6 +116,7 @@ def _wire_listing(c: dict[str, Any], tab: Any, list_examples: Any) -> None:
 def _wire_changes(curation: Any, c: dict[str, Any], list_examples: Any) -> None:
     """Exclude, restore, the paper's examples from a labelled data set, snapshot, export."""
     listing, status, ids, snapshots, export = _listing(c), c["status"], c["ids"], c["snapshots"], c["export"]
+    ids_note = c["ids_note"]
     filter_inputs = _filters(c)
 
     def change_state(excluded: bool):
@@ -121,9 +124,9 @@ def _wire_changes(curation: Any, c: dict[str, Any], list_examples: Any) -> None:
             try:
                 changed = curation.set_excluded(k, parse_ids(text), excluded=excluded)
             except ReflectRMError as exc:
-                return {**unchanged([*listing, ids]), status: f"error: {exc}"}
+                return {**unchanged([*listing, ids]), ids_note: views.note_markdown(f"error: {exc}")}
             note = f"{'excluded' if excluded else 'restored'} {changed} {k} example(s)"
-            return {**list_examples(k, *filters), status: note, ids: ""}
+            return {**list_examples(k, *filters), status: note, ids: "", ids_note: ""}
 
         return handler
 
@@ -150,9 +153,9 @@ def _wire_changes(curation: Any, c: dict[str, Any], list_examples: Any) -> None:
             return None, f"error: {exc}"
         return str(path), f"exported {k} as {fmt}"
 
-    c["exclude"].click(change_state(True), [c["kind"], ids, *filter_inputs[1:]], [*listing, ids],
+    c["exclude"].click(change_state(True), [c["kind"], ids, *filter_inputs[1:]], [*listing, ids, ids_note],
                        api_visibility="private")
-    c["restore"].click(change_state(False), [c["kind"], ids, *filter_inputs[1:]], [*listing, ids],
+    c["restore"].click(change_state(False), [c["kind"], ids, *filter_inputs[1:]], [*listing, ids, ids_note],
                        api_visibility="private")
     # Enter in the name field snapshots too: a keyboard user need not Tab on to the button
     for trigger in (snapshots["button"].click, snapshots["name"].submit):

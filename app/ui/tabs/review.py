@@ -15,7 +15,7 @@ from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult, ReviewItem
 from reflectrm_app.services.review import NeedsConfirmation
 from reflectrm_app.ui.forms import judgment_number, parse_marks
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, session_key, unchanged, user_of
+from reflectrm_app.ui.tabs.common import TabSpec, Workbench, field_note, session_key, unchanged, user_of
 from reflectrm.errors import InputError, ReflectRMError
 
 
@@ -45,6 +45,7 @@ def _layout() -> dict[str, Any]:
         c["source"] = gr.Textbox(label="Only this data set (optional)", scale=2, elem_id="review-source")
         c["jump"] = gr.Textbox(label="Open judgment #", scale=1, elem_id="review-jump")
         c["open"] = gr.Button("Open", scale=1, elem_id="review-open")
+    c["jump_note"] = field_note("review-jump-note")  # a number that cannot be opened, said under the field
     c["header"] = gr.Textbox(label="Item", interactive=False, lines=2, elem_id="review-header")
     # under the item's header, where the eye is after a key (and no toast: a toast per save piled up over the
     # analyses): each action replaces it
@@ -114,18 +115,20 @@ def _wire_walk(review: Any, page: ReviewPage, tab: Any) -> None:
             jid = judgment_number(text)
             if jid is None:
                 raise InputError("type a judgment number to open (History lists them)")
-            return show(review.review_item(jid, reviewer=session_key(request, "review")))
+            return [*show(review.review_item(jid, reviewer=session_key(request, "review"))), ""]
         except ReflectRMError as exc:
-            return {**unchanged(shown), c["status"]: f"error: {exc}"}
+            return {**unchanged(shown), c["jump_note"]: views.note_markdown(f"error: {exc}")}
 
     def first_item(cur, skip_ids, src, request: gr.Request):
         return unchanged(shown) if cur else _next_item(review, None, skip_ids, src, request)
 
     walk = [c["current"], c["skipped"], c["source"]]
-    c["next"].click(next_item, walk, shown, api_visibility="private", concurrency_limit=8)
-    c["skip"].click(skip_item, walk, [*shown, c["skipped"]], api_visibility="private", concurrency_limit=8)
-    c["open"].click(open_item, c["jump"], shown, api_visibility="private")
-    c["jump"].submit(open_item, c["jump"], shown, api_visibility="private")
+    passed_over = "(...values) => { window.reflectrmAnswered?.(); return values; }"  # a question on screen leaves
+    c["next"].click(next_item, walk, shown, api_visibility="private", concurrency_limit=8, js=passed_over)
+    c["skip"].click(skip_item, walk, [*shown, c["skipped"]], api_visibility="private", concurrency_limit=8,
+                    js=passed_over)
+    c["open"].click(open_item, c["jump"], [*shown, c["jump_note"]], api_visibility="private")
+    c["jump"].submit(open_item, c["jump"], [*shown, c["jump_note"]], api_visibility="private")
     tab.select(first_item, walk, shown, api_visibility="private")
 
 
@@ -147,7 +150,8 @@ def _wire_saves(review: Any, page: ReviewPage) -> None:
                                         note=text or "", marks=marks, confirmed=waiting == asked,
                                         on_screen=int(cur))
             except NeedsConfirmation as exc:
-                gr.Warning(f"Confirm: {exc}", title="Confirm this correction")
+                # until answered (the next save, Next or Skip dismisses it: `reflectrmAnswered` in the page's head)
+                gr.Warning(f"Confirm: {exc}", title="Confirm this correction", duration=None)
                 return {**unchanged(shown), status: f"confirm: {exc}", pending: asked}
             except ReflectRMError as exc:
                 return {**unchanged(shown), status: f"error: {exc}", pending: None}
@@ -175,11 +179,13 @@ def _wire_saves(review: Any, page: ReviewPage) -> None:
 
 
 SHOWN_JS = """(...values) => {
+  window.reflectrmAnswered?.();
   const header = document.querySelector('#review-header textarea');
   const m = header ? header.value.match(/^Judgment #(\\d+)/) : null;
   values[values.length - 1] = m ? m[1] : "";
   return values;
 }"""
-"""Runs in the browser as a save is pressed: its last input becomes the judgment number the header shows then."""
+"""Runs in the browser as a save is pressed: its last input becomes the judgment number the header shows then, and a
+question to confirm on screen is dismissed (the press answers it)."""
 
 TAB = TabSpec(label="Review queue", id="review", build=build)

@@ -12,7 +12,8 @@ from reflectrm_app.ui import views
 from reflectrm_app.records import TrainRequest
 from reflectrm_app.services.training import MIXES
 from reflectrm_app.ui.forms import train_request, whole
-from reflectrm_app.ui.tabs.common import TabSpec, Workbench, failure_text, run_cancellable, session_key, unchanged
+from reflectrm_app.ui.tabs.common import (TabSpec, Workbench, failure_text, field_note, run_cancellable, session_key,
+                                          unchanged)
 from reflectrm.errors import ReflectRMError
 
 
@@ -104,6 +105,7 @@ def _form(d: TrainRequest) -> dict[str, Any]:
         f["lr"] = gr.Number(d.config.learning_rate, label="Learning rate", elem_id="train-lr")
         f["minutes"] = gr.Number(d.max_minutes, label="Time budget, minutes (0 = none)", elem_id="train-minutes")
         f["lora"] = gr.Checkbox(d.config.lora, label="LoRA adapter", elem_id="train-lora")
+    f["note"] = field_note("train-form-note")  # a number the form cannot take, said under the numbers
     with gr.Accordion("More settings", open=False):
         _more_settings(d, f)
     with gr.Row():
@@ -135,9 +137,9 @@ def _watch_panel(benchmarks: list[str]) -> dict[str, Any]:
     """The watched run: its progress, loss and reward, its checkpoints and what to do with one."""
     w: dict[str, Any] = {"line": gr.Textbox(label="Progress", interactive=False, elem_id="train-progress")}
     with gr.Row():
-        w["loss"] = gr.LinePlot(views.curve_frame([], "loss"), x="step", y="loss", title="Loss", height=240,
+        w["loss"] = gr.LinePlot(None, x="step", y="loss", title="Loss", height=240,
                                 elem_id="train-loss")
-        w["reward"] = gr.LinePlot(views.curve_frame([], "reward"), x="step", y="reward", title="Mean reward",
+        w["reward"] = gr.LinePlot(None, x="step", y="reward", title="Mean reward",
                                   y_lim=[0, 1], height=240, elem_id="train-reward")
     with gr.Row():
         w["checkpoint"] = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3, elem_id="train-checkpoint")
@@ -216,18 +218,22 @@ def _wire_watching(services: Any, page: TrainPage, tab: Any, show: Any) -> None:
 
 def _wire_runs(services: Any, page: TrainPage, show: Any) -> None:
     """Start, Cancel and Resume."""
-    shown, status, training = page.shown, page.status, services.training
+    shown, status, training, note = page.shown, page.status, services.training, page.form["note"]
 
     def start_run(*values):
         try:
-            run = training.start(train_request(*values))
+            request = train_request(*values)
         except ReflectRMError as exc:
-            return {**unchanged(shown), status: f"error: {exc}"}
+            return {**unchanged(shown), note: views.note_markdown(f"error: {exc}")}
+        try:
+            run = training.start(request)
+        except ReflectRMError as exc:
+            return {**unchanged(shown), status: f"error: {exc}", note: ""}
         used = run.config.get("data_mix") or {}
         replay = f" + {used['replay']} replayed" if used.get("replay") else ""
         trained_on = (f" ({used['preference']} preference example(s){replay}, {used['reflection']} reflection "
                       "pair(s))" if used else "")
-        return {**show(run.id, {}, full=True),
+        return {**show(run.id, {}, full=True), note: "",
                 status: f"started run #{run.id} on snapshot {run.snapshot_name!r}{trained_on}"}
 
     def cancel_run(run_id, last):
@@ -243,18 +249,23 @@ def _wire_runs(services: Any, page: TrainPage, show: Any) -> None:
 
     def resume_run(run_id, steps):
         if run_id is None:
-            return {**unchanged(shown), status: "error: no run is shown: select one in the list"}
+            return {**unchanged(shown), status: "error: no run is shown: select one in the list", note: ""}
+        try:
+            form_steps = whole(steps, "max steps", minimum=1)
+        except ReflectRMError as exc:
+            return {**unchanged(shown), note: views.note_markdown(f"error: {exc}")}
         try:
             start = training.resume_point(int(run_id))
-            run = training.resume_from_form(int(run_id), form_steps=whole(steps, "max steps", minimum=1))
+            run = training.resume_from_form(int(run_id), form_steps=form_steps)
         except ReflectRMError as exc:
-            return {**unchanged(shown), status: f"error: {exc}"}
-        return {**show(run.id, {}, full=True),
+            return {**unchanged(shown), status: f"error: {exc}", note: ""}
+        return {**show(run.id, {}, full=True), note: "",
                 status: views.resumed_text(run.id, start, max_steps=run.config.get("max_steps"))}
 
-    page.form["start"].click(start_run, page.request_fields, shown, api_visibility="private", concurrency_limit=1)
+    page.form["start"].click(start_run, page.request_fields, [*shown, note], api_visibility="private",
+                             concurrency_limit=1)
     page.form["cancel"].click(cancel_run, [page.watched, page.seen], shown, api_visibility="private")
-    page.form["resume"].click(resume_run, [page.watched, page.form["max_steps"]], shown, api_visibility="private",
+    page.form["resume"].click(resume_run, [page.watched, page.form["max_steps"]], [*shown, note], api_visibility="private",
                               concurrency_limit=1)
 
 
@@ -271,7 +282,7 @@ def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
             name = services.runtime.use_judge(services.training.checkpoint(int(run_id), path).path)
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
-        return {status: f"the judge is now {name}: judgments from now on use it",
+        return {status: views.judge_now_text(name),
                 wb.active_judge: services.runtime.active_judge_label(),
                 page.form["base_model"]: name}
 
