@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from reflectrm_app.commands import options
-from reflectrm_app.commands.options import add_backend_flags, add_batch_flag, add_judge_flags, backend_configs, config_from_args
+from reflectrm_app.commands.options import (add_backend_flags, add_batch_flag, add_judge_flags, backend_configs,
+                                            config_from_args)
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError

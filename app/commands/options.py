@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Collection
+from types import MappingProxyType
 from typing import Any
 
 from reflectrm import flags
@@ -16,21 +17,21 @@ from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import InputError
 from reflectrm.flags import Flag, add_config_flags
 
-JUDGE_FLAGS = {
+JUDGE_FLAGS = MappingProxyType({
     "strategy": Flag(choices=tuple(sorted(STRATEGIES))),
     "critique_includes_verdict": Flag(names=("--include-verdict",)),  # the flag's first name, still accepted
     "reflection_max_new_tokens": Flag(tied_to="max_new_tokens"),  # one --max-new-tokens bounds both stages
-}
+})
 """What the judging flags add to `JudgeConfig`'s fields; every other flag, default and help comes from the class."""
 
 
 # --- the options every command that judges shares, derived from the config classes ----------------------
 
-BACKEND_FLAGS = {
+BACKEND_FLAGS = MappingProxyType({
     "model": Flag(show=lambda _: "the bundled demo judge"),
     "backend": Flag(choices=BACKENDS),
     "threads": Flag(metavar="N|auto", show=lambda _: DEFAULT_THREADS),
-}
+})
 """What the model and backend flags add to `BackendConfig`'s fields (choices, how a default of None reads)."""
 
 
@@ -56,10 +57,10 @@ def add_backend_flags(p: argparse.ArgumentParser, *, given_only: bool = False, s
         add_engine_flags(p)
 
 
-ACCESS_FLAGS = {
+ACCESS_FLAGS = MappingProxyType({
     "allowed_hosts": Flag(name="--allowed-host", repeat=True, metavar="HOST"),
     "allowed_origins": Flag(name="--allowed-origin", repeat=True, metavar="ORIGIN"),
-}
+})
 """The trusted-host and origin options of `serve` and `app`, from `AccessConfig`'s fields (one definition)."""
 
 

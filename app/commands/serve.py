@@ -16,11 +16,13 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from reflectrm_app.commands.options import (access_config, add_access_flags, add_backend_flags, add_judge_flags,
+                                            backend_configs, config_from_args)
 from reflectrm import flags
 from reflectrm.backends.config import BackendConfig
-from reflectrm_app.commands.options import access_config, add_access_flags, add_backend_flags, add_judge_flags, backend_configs, config_from_args
 from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
 from reflectrm.errors import ConfigError
@@ -51,10 +53,10 @@ class ServerOptions:
             raise ConfigError(f"--port {self.port} is not a port: give 0-65535 (0 = any free port)")
 
 
-SERVE_FLAGS = {
+SERVE_FLAGS = MappingProxyType({
     "batch_window_s": Flag(name="--batch-window-ms", convert=lambda text: float(text) / 1000,
                            show=lambda seconds: f"{seconds * 1000:g}", metavar="MS"),
-}
+})
 """What `ServeConfig`'s flags add: the batch window is typed in milliseconds."""
 
 SERVE_SKIP = ("max_body_bytes", "token", "round_judgments", "round_requests", "body_timeout_s", "header_timeout_s",

@@ -19,11 +19,12 @@ import sys
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from reflectrm_app.commands import options
-from reflectrm import flags
 from reflectrm_app.commands.options import add_backend_flags, backend_configs
+from reflectrm import flags
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.files.readers import read_pairs
@@ -50,10 +51,10 @@ def _mix_flag(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-DATA_FLAGS = {
+DATA_FLAGS = MappingProxyType({
     "mix": Flag(convert=_mix_flag, show=lambda mix: f"{mix[0]}:{mix[1]}", metavar="P:R"),
     "subsample": Flag(choices=SUBSAMPLE),
-}
+})
 """What the build-data flags add to `DataConfig`'s fields; every other flag, default and help comes from the class."""
 
 ROLLOUT_SKIP = ("strategy", "bottom_frac", "reflection_temperature", "reflection_max_new_tokens", "skip_unanimous",
@@ -81,12 +82,12 @@ def _register_build_data(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_build_data)
 
 
-TRAIN_FLAGS = {
+TRAIN_FLAGS = MappingProxyType({
     "learning_rate": Flag(names=("--lr",)),
     "vllm_mode": Flag(choices=("colocate", "server")),
     "scale_rewards": Flag(choices=("group", "batch", "none")),
     "threads": Flag(renamed_from=("--cpu-threads",), metavar="N"),  # as judge, eval, serve; "auto" needs a judge to time
-}
+})
 """What the training flags add to `TrainConfig`'s fields; every other flag, default and help comes from the class."""
 
 

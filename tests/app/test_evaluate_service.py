@@ -113,7 +113,7 @@ def test_the_both_orders_box_follows_the_benchmark_s_protocol(benchmark, both) -
 def _run_with_model(services: AppServices, model: str) -> int:
     from reflectrm_db.evaluation import EvalStore
 
-    run_id, _ = EvalStore(services.store).start(run_key=f"key-{model}", values={
+    run_id, _ = EvalStore(services.runtime.store).start(run_key=f"key-{model}", values={
         "model": model, "model_revision": "", "benchmark": "demo", "data": "", "partial": "",
         "config": {"strategies": ["reflectrm"]}, "items_total": 4})
     return run_id
@@ -134,7 +134,7 @@ def test_the_runs_table_and_the_report_name_the_model_not_the_hosts_path(
     if "checkpoint-20" in path:
         (tmp_path / "runs" / "run-7" / "checkpoint-20").mkdir(parents=True)
     run_id = _run_with_model(services, path)
-    evals = EvaluationService(services)
+    evals = EvaluationService(services.runtime)
     [row] = [r for r in evals.runs_table() if r[0] == run_id]
     assert row[5] == shown
     assert not any(str(cell).startswith("/") for cell in row), row
@@ -154,11 +154,11 @@ def test_the_runs_table_and_the_report_name_the_model_not_the_hosts_path(
 ])
 def test_data_messages_name_the_tabs_field_and_the_path_inside_the_data_folder(
         services: AppServices, benchmark: str, data: str, said: str) -> None:
-    (services.data_root / "folder").mkdir(parents=True, exist_ok=True)
-    (services.data_root / "folder" / "pairs.jsonl").write_text('{"query": "q", "chosen": "a", "rejected": "b"}\n')
-    evals = EvaluationService(services)
+    (services.runtime.data_root / "folder").mkdir(parents=True, exist_ok=True)
+    (services.runtime.data_root / "folder" / "pairs.jsonl").write_text('{"query": "q", "chosen": "a", "rejected": "b"}\n')
+    evals = EvaluationService(services.runtime)
     with pytest.raises(InputError) as caught:
         evals.run(evals.request(benchmark, data=data), cancel=threading.Event())
     message = str(caught.value)
     assert said in message and "--data" not in message and "--benchmark" not in message
-    assert str(services.data_root) not in message
+    assert str(services.runtime.data_root) not in message
