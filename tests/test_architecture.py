@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -437,3 +438,73 @@ def test_the_length_check_counts_each_kind(tmp_path, lines, nested, want):
     path = tmp_path / "m.py"
     path.write_text("\n".join(["def f():", *body, *["    x = 1"] * (lines - 1 - len(body))]) + "\n")
     assert _long_functions(path) == want
+
+
+# --- the architecture page's tree is the code's ---------------------------------------------------------------------
+
+LISTED_WHOLE = ("reflectrm", "app", "app/services")
+"""Folders whose every module and package is a line of its own in the page's tree."""
+NAMED_IN_PROSE = ("reflectrm/files", "app/commands", "app/ui")
+"""Folders whose modules the tree's line for the folder names in its description."""
+
+
+def _page_tree() -> dict[str, str]:
+    """The architecture page's tree: each entry's path (folders end in '/') -> its description, continuations joined."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("```\n", 2)[1]
+    entries: dict[str, str] = {}
+    stack: list[str] = []
+    last = None
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if indent >= 20 and last is not None:  # a continuation of the entry above
+            entries[last] += " " + line.strip()
+            continue
+        names, _, description = line.strip().partition("  ")
+        depth = indent // 2
+        stack = stack[:depth]
+        parent = "".join(stack)
+        for name in (n.strip() for n in names.split(",")):
+            last = parent + name
+            entries[last] = description.strip()
+        if names.endswith("/"):
+            stack.append(names.strip())
+    return entries
+
+
+def _children(folder: str) -> set[str]:
+    """A folder's modules and packages, as the tree writes them ('x.py', 'pkg/')."""
+    found = set()
+    for p in (ROOT / folder).iterdir():
+        if p.suffix == ".py" and p.name != "__init__.py":
+            found.add(p.name)
+        elif p.is_dir() and (p / "__init__.py").exists():
+            found.add(p.name + "/")
+    return found
+
+
+def test_the_architecture_pages_tree_names_what_exists():
+    missing = sorted(path for path in _page_tree() if not (ROOT / path.rstrip("/")).exists())
+    assert missing == [], "docs/architecture.md names what is not there"
+
+
+@pytest.mark.parametrize("folder", LISTED_WHOLE)
+def test_the_architecture_pages_tree_lists_every_module_of(folder):
+    tree = _page_tree()
+    listed = {path.removeprefix(folder + "/") for path in tree if path.startswith(folder + "/")}
+    assert sorted(_children(folder) - listed) == [], f"docs/architecture.md leaves these out of {folder}/"
+
+
+@pytest.mark.parametrize("folder", NAMED_IN_PROSE)
+def test_the_architecture_pages_tree_names_every_module_of(folder):
+    description = _page_tree()[folder + "/"]
+    words = set(re.findall(r"[\w]+", description))
+    unnamed = sorted(c for c in _children(folder) if c.removesuffix(".py").rstrip("/") not in words)
+    assert unnamed == [], f"the line for {folder}/ in docs/architecture.md does not name these"
+
+
+def test_the_tree_reader_sees_nesting_and_continuations():
+    entries = _page_tree()
+    assert entries["app/services/runtime.py"].startswith("what every room shares")
+    assert "generation lock" in entries["app/services/runtime.py"]  # from its continuation line
+    assert {"reflectrm/render.py", "reflectrm/audit.py", "app/commands/", "db/"} <= entries.keys()
