@@ -6,7 +6,6 @@ Standard library only, so the CLI can build its parser without loading SQLAlchem
 from __future__ import annotations
 
 from reflectrm.errors import InputError
-from reflectrm.files.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.files.readers import PAIR_FIELDS, SUFFIXES
 
 IMPORT_FIELDS = PAIR_FIELDS
@@ -14,8 +13,6 @@ IMPORT_FIELDS = PAIR_FIELDS
 
 IMPORT_SUFFIXES = SUFFIXES
 """File endings the importer reads (and a folder saved by `datasets`)."""
-
-IMPORT_LABEL_SCHEMES = LABEL_SCHEMES
 
 EXPORT_KINDS = ("pairs", "judgments", "corrections", "preference-examples", "reflection-pairs", "training")
 EXPORT_FORMATS = ("jsonl", "parquet", "hf")

@@ -20,17 +20,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from reflectrm_app.commands import options
-from reflectrm_app.commands.options import (add_backend_flags, add_batch_flag, add_judge_flags, backend_configs,
-                                            config_from_args)
+from reflectrm_app.commands.options import (add_backend_flags, add_batch_flag, add_file_reading_flags, add_judge_flags,
+                                            add_store_flag, backend_configs, config_from_args)
 from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
-from reflectrm.files.labels import LABEL_MAP_HELP, LABEL_SCHEMES
 from reflectrm.files.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
-from reflectrm_app.commands.options import add_store_flag
 from reflectrm.files.locks import exclusive
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `eval` and `compare` to the `reflectrm` parser."""
@@ -47,12 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                              "prompt is 9 pairs)")
     p.add_argument("--sample-seed", type=seed_number, default=0,
                    help="the --limit draw (default 0); apart from --seed, so two judge seeds see the same pairs")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="--benchmark file: skip invalid rows (each reported) instead of refusing the file")
-    p.add_argument("--map", dest="mapping", default="", help="--benchmark file: FIELD=COLUMN,... (spaces allowed)")
-    p.add_argument("--labels", default="auto", metavar="SCHEME",
-                   help=f"--benchmark file: how label values are meant: {', '.join(LABEL_SCHEMES)}, "
-                        f"or {LABEL_MAP_HELP}")
+    add_file_reading_flags(p, title="reading a labelled file (--benchmark file only)")
     p.add_argument("--strategies", default="reflectrm",
                    help=f"comma-separated, or 'all' ({','.join(DEFAULT_STRATEGIES)})")
     p.add_argument("--both-orders", action=argparse.BooleanOptionalAction, default=None,

@@ -15,6 +15,8 @@ from reflectrm.backends.config import BACKENDS, DEFAULT_THREADS, BackendConfig
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.strategies import STRATEGIES
 from reflectrm.errors import InputError
+from reflectrm.files.labels import LABEL_MAP_HELP, LABEL_SCHEMES
+from reflectrm.files.readers import PAIR_FIELDS
 from reflectrm.flags import Flag, add_config_flags
 
 JUDGE_FLAGS = MappingProxyType({
@@ -121,6 +123,24 @@ def load_judge(config: BackendConfig, engine: Any = None) -> Any:
 def config_from_args(args: argparse.Namespace) -> JudgeConfig:
     """The `JudgeConfig` the judging flags give (every field has one; see `JUDGE_FLAGS`)."""
     return flags.config_from_args(JudgeConfig, args, extra=JUDGE_FLAGS)
+
+
+# --- how a labelled file is read (`import`, and `eval --benchmark file`), one definition ---------------------------
+
+
+def add_file_reading_flags(p: argparse.ArgumentParser, *, title: str) -> None:
+    """--map, --labels and --skip-invalid: how the labelled-file reader (`reflectrm.files.readers`) reads a file's
+    columns, labels and bad rows. `title` names, in `--help`, what the options apply to."""
+    group = p.add_argument_group(title)
+    group.add_argument("--map", dest="mapping", default="",
+                       help=f"FIELD=COLUMN,... for fields {', '.join(PAIR_FIELDS)} (e.g. query=question,response_1=a; "
+                            "spaces allowed)")
+    group.add_argument("--labels", default="auto", metavar="SCHEME",
+                       help="how label values are meant: " + "; ".join(f"{k}: {v}" for k, v in LABEL_SCHEMES.items())
+                            + f"; {LABEL_MAP_HELP}")
+    group.add_argument("--skip-invalid", action="store_true",
+                       help="skip invalid rows (each reported with its row number and reason) instead of refusing "
+                            "the file")
 
 
 # --- the store option, one definition for every command that takes a store ------------------------------------

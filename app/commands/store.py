@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS, IMPORT_FIELDS, IMPORT_LABEL_SCHEMES, LABEL_MAP_HELP
+from reflectrm_db.formats import EXPORT_FORMATS, EXPORT_KINDS
 from reflectrm_db.importing import format_counts, load_pair_file, parse_mapping
-from reflectrm_app.commands.options import add_store_flag
+from reflectrm_app.commands.options import add_file_reading_flags, add_store_flag
 from reflectrm.display import printable
 from reflectrm.files.locks import exclusive
 
@@ -28,19 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Import pairs: all rows, or none when a row is malformed.",
     )
     p.add_argument("file", type=Path, help="a .jsonl, .json (array), .csv or .parquet file, or a `datasets` folder")
-    p.add_argument(
-        "--map",
-        dest="mapping",
-        default="",
-        help=f"FIELD=COLUMN,... for fields {', '.join(IMPORT_FIELDS)} (e.g. query=question,response_1=a)",
-    )
-    p.add_argument("--labels", default="auto", metavar="SCHEME",
-                   help="how label values are meant: " + "; ".join(f"{k}: {v}" for k, v in IMPORT_LABEL_SCHEMES.items())
-                   + f"; {LABEL_MAP_HELP}")
+    add_file_reading_flags(p, title="reading the file")
     p.add_argument("--split", help="the split of a `datasets` folder that holds several (default: test)")
     p.add_argument("--source", help="source name for rows without one (default: the file name up to its first dot)")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="skip invalid rows (each reported with its row number and reason) instead of importing none")
     add_store_flag(p)
     p.set_defaults(func=cmd_import)
 
