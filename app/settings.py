@@ -57,15 +57,15 @@ class ServeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    host: str = "127.0.0.1"  # interface to bind; 0.0.0.0 exposes the app to the network
-    port: int = Field(7860, ge=0, le=65535)  # 0 = any free port
+    host: str = "127.0.0.1"  # interface to bind (0.0.0.0 exposes the app to the network)
+    port: int = Field(7860, ge=0, le=65535)  # port (0: any free port)
     auth: str = ""  # "user:pass,user2:pass2"; empty = no login
     author: str = "reviewer"  # correction author when nobody is logged in and no name is typed
     audit_batch_size: int = Field(4, ge=1)  # pairs generated together in a batch audit
-    runs_dir: Path | None = None  # training run folders (Train tab); None: runs/ beside a SQLite store, else ./runs
-    # the folder whose files and folders a user may name (the Evaluate tab's local file, the Train tab's base model
-    # folder): nothing outside it, links out of it included, is read for them; None: data/ beside a SQLite store,
-    # else ./data
+    runs_dir: Path | None = None  # the Train tab's run folders (unset: runs/ beside a SQLite store, else ./runs)
+    # the only folder whose files users may name in the app (the Evaluate tab's local file or folder, the Train tab's
+    # base model folder): nothing outside it, links out of it included, is read for them (unset: data/ beside a
+    # SQLite store, else ./data)
     data_root: Path | None = None
     # proxies whose X-Forwarded-For names the client (IPs or networks, comma-separated, e.g. 127.0.0.1,10.0.0.0/8);
     # empty: none, the peer's own address is the client's (else anyone could rotate the header past the login throttle)

@@ -64,7 +64,7 @@ def field_help(cls: type) -> dict[str, str]:
             above.insert(0, comments[n])
             n -= 1
         out[node.target.id] = text or " ".join(above)
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ():  # a pydantic model: comments only
         if "help" in f.metadata:
             out[f.name] = f.metadata["help"]
     return out

@@ -346,3 +346,16 @@ LOAD_REFUSALS = [
 def test_load_backend_refuses_options_outside_its_configs(call, fragment):
     with pytest.raises(ConfigError, match=fragment):
         call()
+
+
+@pytest.mark.parametrize("name", ["host", "port", "runs_dir", "data_root"])
+def test_the_apps_server_flags_read_their_help_and_default_from_its_settings(name):
+    from reflectrm_app.settings import ServeSettings
+
+    from reflectrm.flags import field_help
+
+    action = _options(COMMANDS["app"])[f"--{name.replace('_', '-')}"]
+    field = ServeSettings.model_fields[name]
+    assert action.help.startswith(field_help(ServeSettings)[name] + "; default: $REFLECTRM_" + name.upper())
+    assert action.default is None  # unset, the environment's setting (or the class's default) stays
+    assert (field.default is None) or action.help.endswith(f", else {field.default}")

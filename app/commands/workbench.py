@@ -16,11 +16,11 @@ from dataclasses import fields
 from typing import Any
 
 from reflectrm.backends.config import BackendConfig
-from reflectrm_app.commands.options import add_access_flags, add_backend_flags
+from reflectrm_app.commands.options import add_access_flags, add_backend_flags, add_store_flag
+from reflectrm_db.settings import ENV_PREFIX
 from reflectrm.core.config import JudgeConfig
 from reflectrm.display import printable
-from reflectrm.flags import add_config_flags, given_flags
-from reflectrm_app.commands.options import add_store_flag
+from reflectrm.flags import add_config_flags, field_help, given_flags
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `app` to the `reflectrm` parser."""
     p = sub.add_parser("app", help="serve the inspection app in the browser",
                        description="Judge, audit positional bias, review and correct, curate, retrain: a Gradio app.")
-    p.add_argument("--host", help="interface to bind (default 127.0.0.1; $REFLECTRM_HOST)")
-    p.add_argument("--port", type=int, help="port (default 7860; $REFLECTRM_PORT)")
+    _add_settings_flags(p, ("host", "port"))
     add_store_flag(p)
-    p.add_argument("--runs-dir", dest="runs_dir",
-                   help="training run folders of the Train tab (default: runs/ beside a SQLite store; "
-                        "$REFLECTRM_RUNS_DIR)")
-    p.add_argument("--data-root", dest="data_root",
-                   help="the only folder whose files users may name in the app (the Evaluate tab's local file or "
-                        "folder; default: data/ beside a SQLite store; $REFLECTRM_DATA_ROOT)")
+    _add_settings_flags(p, ("runs_dir", "data_root"))
     # the judge section's token budget, as `judge` takes it (stage 2's follows it); unset: $REFLECTRM_MAX_NEW_TOKENS
     add_config_flags(p, JudgeConfig, given_only=True,
                      skip=[f.name for f in fields(JudgeConfig) if f.name != "max_new_tokens"])
@@ -45,6 +39,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_backend_flags(p, given_only=True)
     add_access_flags(p)  # the same options as `serve`'s; unset flags keep $REFLECTRM_ALLOWED_HOSTS / _ORIGINS
     p.set_defaults(func=cmd_app)
+
+
+def _add_settings_flags(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """`--name` for fields of the app section (`ServeSettings`), their help and default read from the class: an
+    unset flag keeps the environment's setting ($REFLECTRM_NAME)."""
+    from reflectrm_app.settings import ServeSettings
+
+    helps = field_help(ServeSettings)
+    for name in names:
+        field = ServeSettings.model_fields[name]
+        otherwise = "" if field.default is None else f", else {field.default}"
+        kind = int if field.annotation is int else str
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
+                       help=f"{helps[name]}; default: ${ENV_PREFIX}{name.upper()}{otherwise}")
 
 
 def cmd_app(args: argparse.Namespace) -> int:
