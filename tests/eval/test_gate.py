@@ -87,7 +87,7 @@ def test_each_set_is_one_line_with_its_figures_and_the_result_is_data() -> None:
     assert empty.verdict == NO_DATA and not empty.gated
     assert empty.summary() == "r / both orders: no data, not gated (n 0 pairs)"
     assert subset.summary().startswith("r / s1: no difference, not gated (A 100.0 %")
-    assert g.summary() == "gate: worse on r / overall (alpha 0.05; 1 gated set(s))"  # the empty set and the subset are not
+    assert g.summary() == "gate: worse on r / overall (alpha 0.05; 1 gated set(s))"  # not the empty set nor the subset
     d = g.to_dict()
     assert d["verdict"] == WORSE and d["passed"] is False and d["alpha"] == 0.05
     assert [s["set"] for s in d["sets"]] == ["overall", "both orders", "s1"]
