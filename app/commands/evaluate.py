@@ -3,6 +3,7 @@
     reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
     reflectrm compare 3 4 [--strategy reflectrm] [--json]
+    reflectrm compare 3 4 --gate && promote    # exit 3 when run 4 is significantly worse than run 3
 
 Rerunning the same `eval` command resumes its run: pairs already stored are not judged again.
 """
@@ -26,6 +27,7 @@ from reflectrm.core.config import row_id, seed_number
 from reflectrm.display import printable
 from reflectrm.errors import InputError
 from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
+from reflectrm.eval.compare import alpha_level
 from reflectrm.files.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
 from reflectrm.files.locks import exclusive
@@ -66,6 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategy", help="only this strategy")
     p.add_argument("--strategy-b", help="compare run A's --strategy with this strategy of run B (runs may be equal)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--gate", action="store_true",
+                   help="a promotion gate: print a verdict per set (worse, better, no difference; under 'gate' with "
+                        "--json) and exit 3 when run B is significantly worse than run A on any gated set (McNemar "
+                        "p below --alpha and the 95 %% interval of B - A below 0), 0 otherwise. Gated: 'overall' "
+                        "and 'both orders' of each strategy; subsets are reported, not gated, unless --gate-subsets")
+    p.add_argument("--alpha", type=alpha_level,
+                   help="the gate's significance level, above 0 and at most 0.5 (default 0.05)")
+    p.add_argument("--gate-subsets", action="store_true", help="with --gate, gate every subset too")
     add_store_flag(p)
     p.set_defaults(func=cmd_compare)
 
@@ -183,14 +193,31 @@ EXIT_STOPPED = 130
 for a cancelled run too): a script never reads an incomplete report as a finished one."""
 
 
+EXIT_WORSE = 3
+"""`compare --gate`'s exit status when run B is significantly worse than run A on a gated set: apart from 1 (a
+crash) and 2 (bad input, `running.EXIT_USAGE`), so `reflectrm compare 3 4 --gate && promote` promotes only a
+checkpoint that passed, and a script can tell a failed gate from a command that failed."""
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from reflectrm_app.services.evaluation import Evaluations
     from reflectrm_db.services import JudgmentStore
 
+    from reflectrm.eval.compare import gate
     from reflectrm.eval.report import compare_markdown, dumps
 
+    if not args.gate and (args.gate_subsets or args.alpha is not None):
+        raise InputError("--alpha and --gate-subsets set the promotion gate: add --gate, or leave them out")
     with JudgmentStore.open(args.db, read_only=True, in_memory_ok=False) as store:
         result = Evaluations(store).compare(args.run_a, args.run_b, strategy=args.strategy,
                                             strategy_b=args.strategy_b)
-    print(printable(dumps(result), lines=True) if args.json else compare_markdown(result))
-    return 0
+    alpha = 0.05 if args.alpha is None else args.alpha
+    verdict = gate(result, alpha=alpha, subsets=args.gate_subsets) if args.gate else None
+    if args.json:
+        print(printable(dumps({**result, "gate": verdict.to_dict()} if verdict else result), lines=True))
+    else:
+        print(compare_markdown(result))
+        if verdict:
+            for line in (*(s.summary() for s in verdict.sets), verdict.summary()):
+                print(printable(line))
+    return EXIT_WORSE if verdict and not verdict.passed else 0
