@@ -158,9 +158,14 @@ def gate(result: Mapping[str, Any], *, alpha: float = 0.05, subsets: bool = Fals
     on a few pairs (2 of 3 pairs moved: its interval can exclude 0 where the exact p is 0.5), so either test alone
     would block a promotion on noise. An `alpha` above 0.05 loosens the test only: the interval stays the 95 % one
     the comparison reports. Gated sets: `GATED_BY_DEFAULT` per strategy, and every subset with `subsets=True`; a set
-    with no pairs is NO_DATA and never gated.
+    with no pairs is NO_DATA and never gated. A comparison with an unfinished run (`incomplete`) is refused
+    (InputError): its verdict would stand on the pairs the run happened to reach.
     """
     check_alpha(alpha)
+    if unfinished := sorted((result.get("incomplete") or {}).keys(), key=str):
+        runs = " and ".join(f"run {run}" for run in unfinished)
+        raise InputError(f"{runs} did not finish: the gate decides on finished runs only (a run cut short can pass on "
+                         "the pairs it reached); resume it with the same `reflectrm eval` command, then compare")
     sets = []
     for strategy, groups in result["strategies"].items():
         for group, r in groups.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reflectrm.errors import ConfigError
+from reflectrm.errors import ConfigError, InputError
 from reflectrm.eval.compare import BETTER, NO_DATA, NO_DIFFERENCE, WORSE, check_alpha, gate, paired_difference
 
 
@@ -109,3 +109,19 @@ def test_a_level_outside_0_to_half_is_refused_naming_the_field(alpha: Any) -> No
 def test_the_edges_of_alpha_are_taken() -> None:
     check_alpha(0.5)
     check_alpha(1e-9)
+
+
+@pytest.mark.parametrize("unfinished", [
+    pytest.param({"4": {"status": "stopped", "judged": 3, "total": 16}}, id="run-b-stopped"),
+    pytest.param({"3": {"status": "interrupted"}, "4": {"status": "running"}}, id="both-unfinished"),
+])
+def test_a_comparison_with_an_unfinished_run_is_refused_naming_the_runs(unfinished: dict[str, Any]) -> None:
+    result = {**_result(r={"overall": BETTER_SET}), "incomplete": unfinished}
+    with pytest.raises(InputError, match="did not finish") as caught:
+        gate(result)
+    assert all(f"run {run}" in str(caught.value) for run in unfinished)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_comparison_of_finished_runs_carries_no_incomplete_field_and_is_decided() -> None:
+    assert gate({**_result(r={"overall": SAME}), "incomplete": {}}).verdict == NO_DIFFERENCE
