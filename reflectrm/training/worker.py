@@ -23,12 +23,20 @@ from reflectrm.training.runs import RunFiles, now_iso
 EXIT_CANCELLED = 130  # as `reflectrm train` (`reflectrm_app.commands.train.EXIT_CANCELLED`)
 
 
+def log_policy() -> None:
+    """The run's log (train.log) is what a failed run is diagnosed from: progress at INFO, and the libraries'
+    warnings in it whatever quiet the command that launched the worker chose for its own terminal (`reflectrm`
+    without -v sets TRANSFORMERS_VERBOSITY=error, which a child inherits). Before transformers is imported."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    os.environ["TRANSFORMERS_VERBOSITY"] = "warning"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    log_policy()
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     files = RunFiles(args.run_dir)
     stop = threading.Event()

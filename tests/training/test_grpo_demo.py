@@ -5,6 +5,8 @@ the app's Train service: tests/app/test_training.py."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import random
 
 import pytest
@@ -124,3 +126,20 @@ def test_a_worker_that_fails_records_why(snapshot, tmp_path):
     assert "does not exist" in p.error and "Traceback" in p.log_tail
     assert list_checkpoints(job.run_dir) == []
 
+
+
+@pytest.mark.parametrize("inherited", ["error", "critical", None])
+def test_the_workers_log_keeps_the_libraries_warnings_whatever_the_launcher_quieted(monkeypatch, inherited):
+    # `reflectrm` without -v quiets transformers through the environment, which a worker it launches inherits
+    from reflectrm.training import worker
+
+    if inherited is None:
+        monkeypatch.delenv("TRANSFORMERS_VERBOSITY", raising=False)
+    else:
+        monkeypatch.setenv("TRANSFORMERS_VERBOSITY", inherited)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # basicConfig(force=True) replaces them: restore
+    monkeypatch.setattr(root, "level", root.level)
+    worker.log_policy()
+    assert os.environ["TRANSFORMERS_VERBOSITY"] == "warning"
+    assert root.level == logging.INFO
