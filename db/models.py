@@ -363,7 +363,7 @@ class Promotion(Base):
     model: Mapped[str]  # the checkpoint made the judge
     previous: Mapped[str]  # the judge it replaced
     promoted_by: Mapped[str]  # the login user, or the name a reviewer typed
-    verdict: Mapped[str] = mapped_column(String(20))  # the gate's: WORSE, BETTER, NO_DIFFERENCE; NOT_GATED: never compared
+    verdict: Mapped[str] = mapped_column(String(20))  # the gate's ("worse", "better", "no difference"), or "not gated"
     overridden: Mapped[bool] = mapped_column(Boolean)  # promoted although the gate said WORSE
     judge_run_id: Mapped[int | None] = mapped_column(ForeignKey("eval_runs.id"))  # the comparison's runs, if any
     checkpoint_run_id: Mapped[int | None] = mapped_column(ForeignKey("eval_runs.id"))
