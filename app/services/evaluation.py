@@ -255,7 +255,11 @@ PROMOTION_COLUMNS = ("when", "who", "model", "previous judge", "verdict", "overr
 
 class NeedsOverride(InputError):
     """The promotion gate found the checkpoint significantly worse than the active judge: promoting it anyway
-    takes an explicit override with the reviewer's name (recorded)."""
+    takes an explicit override with the reviewer's name (recorded). `lines`: the gate's summary and sets."""
+
+    def __init__(self, message: str, *, lines: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.lines = tuple(lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +433,7 @@ class EvaluationService:
             where = [f"{s.strategy} / {s.group}" for s in verdict.sets if s.gated and s.verdict == WORSE]
             raise NeedsOverride(f"not promoted: the checkpoint is significantly worse than the active judge on "
                                 f"{', '.join(where)} (runs {runs[0].id} and {runs[1].id}); to use it anyway tick "
-                                "\"Override: use it anyway\", give your name and press Use as judge again")
+                                "\"Override: use it anyway\", give your name and press Use as judge again", lines=lines)
         path = self.runtime.use_judge(checkpoint)
         record = self.runtime.store.record_promotion(
             model=path, previous=previous, promoted_by=who or "unnamed", overridden=worse,

@@ -55,9 +55,10 @@ def _request(root: Path) -> EvalRequest:
 # then what happens: the error class and words, or the recorded verdict, overridden, who and a line of the gate's
 CASES = [
     pytest.param(RIGHT, WRONG, False, False, "ana", NeedsOverride,
-                 "significantly worse than the active judge on greedy / overall, greedy / both orders", id="worse-refused"),
-    pytest.param(RIGHT, WRONG, False, True, " ana  b ", None, ("worse", True, "ana b", "gate: worse on greedy / overall"),
-                 id="worse-overridden-and-recorded"),
+                 "significantly worse than the active judge on greedy / overall, greedy / both orders",
+                 id="worse-refused"),
+    pytest.param(RIGHT, WRONG, False, True, " ana  b ", None,
+                 ("worse", True, "ana b", "gate: worse on greedy / overall"), id="worse-overridden-and-recorded"),
     pytest.param(WRONG, RIGHT, False, False, "", None, ("better", False, "unnamed", "greedy / overall: better"),
                  id="better-promoted"),
     pytest.param(RIGHT, RIGHT, False, False, "bo", None, ("no difference", False, "bo", "gate: no difference"),
@@ -67,7 +68,8 @@ CASES = [
     pytest.param(RIGHT, WRONG, False, True, "   ", InputError, "an override needs the reviewer's name",
                  id="empty-override-name-refused"),
     pytest.param(RIGHT, WRONG, True, False, "ana", InputError,
-                 "the comparison with the active judge did not finish (run 2 (stopped))", id="unfinished-comparison-refused"),
+                 "the comparison with the active judge did not finish (run 2 (stopped))",
+                 id="unfinished-comparison-refused"),
 ]
 
 
