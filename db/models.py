@@ -352,3 +352,20 @@ class EvalItem(Base):
     meta: Mapped[dict[str, Any]]  # benchmark grouping: best-of-N group, RM-Bench cell, truncation
     judgment_id: Mapped[int | None] = mapped_column(ForeignKey("judgments.id"))  # drill-down into the Judge view
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Promotion(Base):
+    """A model made the active judge: who, which model over which, and what the promotion gate said of it."""
+
+    __tablename__ = "promotions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model: Mapped[str]  # the checkpoint made the judge
+    previous: Mapped[str]  # the judge it replaced
+    promoted_by: Mapped[str]  # the login user, or the name a reviewer typed
+    verdict: Mapped[str] = mapped_column(String(20))  # the gate's ("worse", "better", "no difference"), or "not gated"
+    overridden: Mapped[bool] = mapped_column(Boolean)  # promoted although the gate said WORSE
+    judge_run_id: Mapped[int | None] = mapped_column(ForeignKey("eval_runs.id"))  # the comparison's runs, if any
+    checkpoint_run_id: Mapped[int | None] = mapped_column(ForeignKey("eval_runs.id"))
+    lines: Mapped[str]  # the gate's summary and one line per compared set, newline-separated
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

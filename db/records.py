@@ -193,3 +193,19 @@ class TrainingRunRecord:
     def active(self) -> bool:
         """Whether the run was last seen starting or running."""
         return self.status in ("starting", "running")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromotionRecord:
+    """A recorded promotion (`reflectrm_db.models.Promotion`)."""
+
+    id: int
+    model: str
+    previous: str
+    promoted_by: str
+    verdict: str
+    overridden: bool
+    judge_run_id: int | None
+    checkpoint_run_id: int | None
+    lines: tuple[str, ...]
+    created_at: datetime

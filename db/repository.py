@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, aliased
 
 from reflectrm_db import models as m
 from reflectrm_db.derivation import content_hash
-from reflectrm_db.records import REVIEW_FLAGS, JudgmentSummary, StoredJudgment, StoredPair
+from reflectrm_db.records import REVIEW_FLAGS, JudgmentSummary, PromotionRecord, StoredJudgment, StoredPair
 from reflectrm_db.types import utcnow
 from reflectrm.core.types import Judgment, ParseStatus, PreferencePair, Reflection, Rollout, Vote
 
@@ -580,3 +580,29 @@ def count_rows(session: Session) -> dict[str, int]:
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+# --- promotions: every model made the judge, with the gate's verdict --------------------------------
+
+
+def add_promotion(session: Session, *, model: str, previous: str, promoted_by: str, verdict: str,
+                  overridden: bool, lines: Sequence[str], judge_run_id: int | None = None,
+                  checkpoint_run_id: int | None = None) -> PromotionRecord:
+    row = m.Promotion(model=model, previous=previous, promoted_by=promoted_by, verdict=verdict, overridden=overridden,
+                      lines="\n".join(lines), judge_run_id=judge_run_id, checkpoint_run_id=checkpoint_run_id,
+                      created_at=utcnow())
+    session.add(row)
+    session.flush()
+    return _promotion_record(row)
+
+
+def list_promotions(session: Session, *, limit: int = 100) -> list[PromotionRecord]:
+    rows = session.execute(select(m.Promotion).order_by(m.Promotion.id.desc()).limit(limit)).scalars()
+    return [_promotion_record(r) for r in rows]
+
+
+def _promotion_record(row: m.Promotion) -> PromotionRecord:
+    return PromotionRecord(id=row.id, model=row.model, previous=row.previous, promoted_by=row.promoted_by,
+                           verdict=row.verdict, overridden=row.overridden, judge_run_id=row.judge_run_id,
+                           checkpoint_run_id=row.checkpoint_run_id, lines=tuple(row.lines.splitlines()),
+                           created_at=row.created_at)

@@ -36,6 +36,7 @@ from reflectrm_db.records import (
     ImportReport,
     JudgmentSummary,
     LabelledDerivation,
+    PromotionRecord,
     SnapshotRecord,
     StoredJudgment,
     StoredPair,
@@ -257,6 +258,19 @@ class JudgmentStore:
     def pair_ids(self, source: str) -> list[int]:
         """Row ids of one data set's pairs, in id order."""
         return self._read(lambda s: repository.source_pair_ids(s, source=source))
+
+    def record_promotion(self, *, model: str, previous: str, promoted_by: str, verdict: str, overridden: bool,
+                         lines: Sequence[str], judge_run_id: int | None = None,
+                         checkpoint_run_id: int | None = None) -> PromotionRecord:
+        """Record that `model` became the judge (who, over which model, the gate's verdict and lines), in one
+        transaction."""
+        return self._write(lambda s: repository.add_promotion(
+            s, model=model, previous=previous, promoted_by=promoted_by, verdict=verdict, overridden=overridden,
+            lines=lines, judge_run_id=judge_run_id, checkpoint_run_id=checkpoint_run_id))
+
+    def promotions(self, *, limit: int = 100) -> list[PromotionRecord]:
+        """Recorded promotions, newest first."""
+        return self._read(lambda s: repository.list_promotions(s, limit=limit))
 
     def pairs_by_id(self, pair_ids: Sequence[int]) -> list[PreferencePair]:
         """Stored pairs by row id, in the order asked."""

@@ -31,21 +31,23 @@ from reflectrm_app.records import model_name
 from reflectrm_app.resources import Cancelled
 from reflectrm_app.services.runtime import Runtime
 from reflectrm_db.evaluation import EvalRunRecord, EvalStore
+from reflectrm_db.records import PromotionRecord
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
-from reflectrm.errors import InputError
+from reflectrm.errors import InputError, ReflectRMError
 from reflectrm.eval.benchmarks import (
     BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, DataError, DataWords, load_benchmark,
 )
 from reflectrm.eval.benchmarks import select as select_pairs
-from reflectrm.eval.compare import compare_items
+from reflectrm.eval.compare import WORSE, GateVerdict, compare_items, gate
 from reflectrm.files.readers import load_pairs
 from reflectrm.eval.report import compare_markdown, json_safe, markdown, svg_plot
 from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report
 
-__all__ = ("DATA_SET_PREFIX", "ITEM_COLUMNS", "RUN_COLUMNS", "CheckpointComparison", "EvalRequest", "EvaluationService",
-           "Evaluations", "EvalReportView", "both_orders_by_default", "pairs_fingerprint")
+__all__ = ("DATA_SET_PREFIX", "ITEM_COLUMNS", "NOT_GATED", "PROMOTION_COLUMNS", "RUN_COLUMNS", "CheckpointComparison",
+           "EvalRequest", "EvaluationService", "Evaluations", "EvalReportView", "NeedsOverride", "Promoted",
+           "both_orders_by_default", "pairs_fingerprint")
 
 
 # --- stored, resumable runs -----------------------------------------------------------------------------------
@@ -246,6 +248,28 @@ class CheckpointComparison:
     markdown: str
 
 
+NOT_GATED = "not gated"
+"""A promotion's verdict when the checkpoint was never compared with the judge it replaced."""
+PROMOTION_COLUMNS = ("when", "who", "model", "previous judge", "verdict", "overridden")
+
+
+class NeedsOverride(InputError):
+    """The promotion gate found the checkpoint significantly worse than the active judge: promoting it anyway
+    takes an explicit override with the reviewer's name (recorded). `lines`: the gate's summary and sets."""
+
+    def __init__(self, message: str, *, lines: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.lines = tuple(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Promoted:
+    """A checkpoint made the judge: the recorded promotion (its verdict and the gate's lines)."""
+
+    record: PromotionRecord
+    path: str
+
+
 class EvaluationService:
     """The Evaluate tab's service, one per app, over the app's `Runtime` (its store, judge and generation lock)."""
 
@@ -387,3 +411,73 @@ class EvaluationService:
                 rows.append([i.judgment_id, i.item_id, i.subset, i.strategy, "swapped" if i.swapped else "as given",
                              i.label, i.verdict, why])
         return rows[:limit]
+
+    # --- the promotion gate: a checkpoint made the judge only if it is not significantly worse ---------------
+
+    def promote(self, checkpoint: str, *, by: str = "", override: bool = False, alpha: float = 0.05) -> Promoted:
+        """Make `checkpoint` the judge, gated on its latest comparison with the active judge; record it.
+
+        The gate (`reflectrm.eval.compare.gate`, judge = A, checkpoint = B) runs on the latest pair of completed
+        runs `checkpoint_against_judge` stored for the two models. WORSE is refused (`NeedsOverride`) unless
+        `override` is given with `by`, the reviewer's name; a checkpoint never compared is promoted as NOT_GATED.
+        Every promotion is recorded: who (`by`), which model over which, the verdict and lines, overridden or not.
+        """
+        who = " ".join(by.split())
+        if override and not who:
+            raise InputError("an override needs the reviewer's name: type it in \"Your name\" (it is recorded)")
+        previous = self._judge_model()
+        runs = self._latest_comparison(str(checkpoint), previous)
+        verdict, lines = self._gate(runs, alpha=alpha)
+        worse = verdict.verdict == WORSE if verdict is not None else False
+        if worse and not override:
+            where = [f"{s.strategy} / {s.group}" for s in verdict.sets if s.gated and s.verdict == WORSE]
+            raise NeedsOverride(f"not promoted: the checkpoint is significantly worse than the active judge on "
+                                f"{', '.join(where)} (runs {runs[0].id} and {runs[1].id}); to use it anyway tick "
+                                "\"Override: use it anyway\", give your name and press Use as judge again", lines=lines)
+        path = self.runtime.use_judge(checkpoint)
+        record = self.runtime.store.record_promotion(
+            model=path, previous=previous, promoted_by=who or "unnamed", overridden=worse,
+            verdict=verdict.verdict if verdict is not None else NOT_GATED, lines=lines,
+            judge_run_id=runs[0].id if runs else None, checkpoint_run_id=runs[1].id if runs else None)
+        return Promoted(record=record, path=path)
+
+    def promotions_table(self, *, limit: int = 50) -> list[list[Any]]:
+        """Recorded promotions, newest first: `PROMOTION_COLUMNS`."""
+        return [[p.created_at.strftime("%Y-%m-%d %H:%M:%S"), p.promoted_by, model_name(p.model),
+                 model_name(p.previous), p.verdict, p.overridden]
+                for p in self.runtime.store.promotions(limit=limit)]
+
+    def _judge_model(self) -> str:
+        """The active judge as its evaluation runs name it (the loaded backend's model id)."""
+        try:
+            return self.runtime.model.get().model_id
+        except ReflectRMError:  # a judge that failed to load has no runs to gate on: its configured name
+            return self.runtime.active_judge()
+
+    def _latest_comparison(self, checkpoint: str, judge: str) -> tuple[EvalRunRecord, EvalRunRecord] | None:
+        """(the judge's run, the checkpoint's run) of the newest checkpoint run that has a judge run on the same
+        pairs with the same strategies and orders; None when the checkpoint was never compared with this judge."""
+        runs = self.evals.runs(limit=1000)
+        for mine in (r for r in runs if r.model == checkpoint):
+            for theirs in (r for r in runs if r.model == judge and r.id != mine.id):
+                if _same_comparison(theirs, mine):
+                    return theirs, mine
+        return None
+
+    def _gate(self, runs: tuple[EvalRunRecord, EvalRunRecord] | None, *,
+              alpha: float) -> tuple[GateVerdict | None, list[str]]:
+        if runs is None:
+            return None, ["not gated: this checkpoint was never evaluated against the active judge "
+                          "(Evaluate against the judge compares them)"]
+        if unfinished := [r for r in runs if r.status != "completed"]:
+            said = " and ".join(f"run {r.id} ({r.status})" for r in unfinished)
+            raise InputError(f"not promoted: the comparison with the active judge did not finish ({said}); press "
+                             "Evaluate against the judge again to finish it, then Use as judge")
+        verdict = gate(self.evals.compare(runs[0].id, runs[1].id), alpha=alpha)
+        return verdict, [verdict.summary(), *(s.summary() for s in verdict.sets)]
+
+
+def _same_comparison(judge: EvalRunRecord, checkpoint: EvalRunRecord) -> bool:
+    """Two runs `checkpoint_against_judge` made together: the same pairs, strategies and orders."""
+    keys = ("pairs_fingerprint", "strategies", "both_orders", "benchmark", "subset", "limit", "seed")
+    return all(judge.config.get(k) == checkpoint.config.get(k) for k in keys)

@@ -1,7 +1,8 @@
 """End to end: the Train tab of the real `reflectrm app` (demo judge, SQLite), driven by Chromium.
 
 The store holds a snapshot of corrected judgments before the server starts; the browser starts a
-short GRPO run on it, watches its progress, and makes its final model the active judge.
+short GRPO run on it, watches its progress, and makes its final model the active judge through the promotion
+gate: stored runs that find it worse than the active judge block it until a named reviewer overrides.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 from reflectrm_db.services import JudgmentStore  # noqa: E402
 from reflectrm.backends import ScriptedBackend  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
+from reflectrm.defaults import default_model  # noqa: E402
 from reflectrm.demo.tasks import make_pairs  # noqa: E402
+from reflectrm.training.runs import list_checkpoints  # noqa: E402
+from reflectrm_app.services.evaluation import Evaluations  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
 from tests.app.browser import CHROMIUM, launch_chromium, running_app  # noqa: E402
 from tests.app.test_e2e import new_page, open_tab, table, value, wait_value  # noqa: E402
+from tests.app.test_promotion import CONFIG, RIGHT, WRONG, _request  # noqa: E402
 from tests.db.helpers import scripted_output  # noqa: E402
 
 pytestmark = [
@@ -40,6 +45,14 @@ def _seed_snapshot(url: str) -> None:
         for jid, pair in zip(store.record(judgments, swapped=False), pairs):
             store.correct(jid, verdict=pair.label, author="seed")
         store.snapshot("seeded")
+
+
+def _seed_a_worse_comparison(url: str, root: Path, *, checkpoint: str) -> None:
+    """Stored runs on the same pairs: the active judge always right, the checkpoint always wrong (scripted)."""
+    request = _request(root)
+    with JudgmentStore.open(url) as store:
+        for model, judge in ((default_model(None), RIGHT), (checkpoint, WRONG)):
+            Evaluations(store).run(request, backend=ScriptedBackend(judge, model_id=model), config=CONFIG)
 
 
 def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path) -> None:
@@ -79,16 +92,39 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         assert re.fullmatch(r"[^/]+/final", final), final
         expect(page.locator("#train-checkpoint input")).to_have_value(re.compile(rf"step {STEPS}: final model"))
 
+        with JudgmentStore.open(db_url) as store:
+            checkpoint = str(list_checkpoints(store.training_run(1).run_dir)[-1].path)
+        _seed_a_worse_comparison(db_url, tmp_path, checkpoint=checkpoint)
+        page.click("#train-use")  # the gate finds it worse: refused, the reason said, the judge unchanged
+        wait_value(page, "train-status", r"^(refused|error|the judge is now)")
+        refused = value(page, "train-status")
+        assert refused.startswith("refused: not promoted: the checkpoint is significantly worse than the active "
+                                  "judge on greedy / overall"), refused
+        assert value(page, "train-gate").startswith("gate: worse on greedy / overall")
+        assert "greedy / overall: worse (A 100.0 %, B 0.0 %" in value(page, "train-gate")
+        assert value(page, "active-judge").startswith("demo judge")
+        assert table(page, "train-promotions") == []
+        page.check("#train-override input")
+        page.fill("#train-reviewer textarea", "ana")
         page.click("#train-use")
-        wait_value(page, "train-status", r"^(the judge is now|error)")
+        wait_value(page, "train-status", r"^(?!refused: not promoted: the checkpoint)")  # until the refusal goes
         assert value(page, "train-status").startswith(f"the judge is now {final}")
+        assert value(page, "train-status").endswith("(gate: worse, overridden by ana)")
+        expect(page.locator("#train-override input")).not_to_be_checked()  # an override is for one promotion
+        expect(page.locator("#train-promotions")).to_contain_text("ana")
+        [promoted] = table(page, "train-promotions")
+        assert (promoted["who"], promoted["model"], promoted["previous judge"], promoted["verdict"]) == \
+            ("ana", final, "demo judge", "worse")
+        assert promoted["overridden"].lower() in ("true", "✓"), promoted
         # the header names the checkpoint by its run folder and revision, not the host's absolute path
         assert value(page, "active-judge").startswith(final + " · sha256:")
         with JudgmentStore.open(db_url) as store:
-            stored = store.training_run(1)
+            stored, records = store.training_run(1), store.promotions()
         assert (stored.status, stored.step) == ("completed", STEPS) and stored.output_model.endswith("/" + final)
         assert (stored.config["max_time_s"], stored.config["lr_scheduler"]) == (1800.0, "linear-time")
         assert stored.config["data_mix"]["choice"] == "paper"
+        [record] = records
+        assert (record.promoted_by, record.overridden, record.model) == ("ana", True, checkpoint)
         browser.close()
 
 

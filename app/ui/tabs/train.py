@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
+import pandas as pd
 
 from reflectrm_app.ui import views
 from reflectrm_app.records import TrainRequest
+from reflectrm_app.services.evaluation import PROMOTION_COLUMNS, NeedsOverride
 from reflectrm_app.services.training import MIXES
 from reflectrm_app.ui.forms import train_request, whole
 from reflectrm_app.ui.tabs.common import (TabSpec, Workbench, failure_text, field_note, run_cancellable, session_key,
-                                          unchanged)
+                                          unchanged, user_of)
 from reflectrm.errors import ReflectRMError
 
 
@@ -81,12 +83,16 @@ def build(wb: Workbench, tab: Any) -> None:
                                interactive=False, wrap=True, elem_id="train-completions")
     log = gr.Textbox(label="Log (the end)", lines=12, max_lines=20, interactive=False, autoscroll=True,
                      elem_id="train-log")
-    page = TrainPage(form=form, status=status, watch=watch, runs=runs, completions=completions, log=log,
-                     timer=gr.Timer(2.0, active=False), watched=gr.State(None), seen=gr.State({}))
+    promotions = gr.Dataframe(promotions_frame(wb.services), label="Promotions, newest first", interactive=False,
+                              elem_id="train-promotions")
+    page = TrainPage(form=form, status=status, watch={**watch, "promotions": promotions}, runs=runs,
+                     completions=completions, log=log, timer=gr.Timer(2.0, active=False), watched=gr.State(None),
+                     seen=gr.State({}))
     show = _shower(wb.services, page)
     _wire_watching(wb.services, page, tab, show)
     _wire_runs(wb.services, page, show)
     _wire_checkpoints(wb, page)
+    _wire_promotions(wb, page, tab)
 
 
 def _form(d: TrainRequest) -> dict[str, Any]:
@@ -144,6 +150,13 @@ def _watch_panel(benchmarks: list[str]) -> dict[str, Any]:
     with gr.Row():
         w["checkpoint"] = gr.Dropdown(label="Checkpoints of this run", choices=[], scale=3, elem_id="train-checkpoint")
         w["use"] = gr.Button("Use as judge", scale=1, elem_id="train-use")
+    with gr.Row():  # the promotion gate: a checkpoint worse than the judge needs a named override
+        w["override"] = gr.Checkbox(False, label="Override: use it anyway (when the gate finds it worse)",
+                                    elem_id="train-override")
+        w["reviewer"] = gr.Textbox(label="Your name (recorded with a promotion; with a login, your user name is)",
+                                   elem_id="train-reviewer")
+    w["gate"] = gr.Textbox(label="Promotion gate (the checkpoint against the active judge)", lines=3,
+                           interactive=False, elem_id="train-gate")
     with gr.Accordion("Evaluate this checkpoint against the active judge", open=False):
         with gr.Row():
             w["bench"] = gr.Dropdown(benchmarks, value="demo", label="Benchmark or data set",
@@ -269,22 +282,34 @@ def _wire_runs(services: Any, page: TrainPage, show: Any) -> None:
                               concurrency_limit=1)
 
 
-def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
-    """A checkpoint of the watched run: use it as the judge, or evaluate it against the active judge first."""
-    services, w, status = wb.services, page.watch, page.status
-    use_outputs = [status, wb.active_judge, page.form["base_model"]]
+def promotions_frame(services: Any) -> pd.DataFrame:
+    """The recorded promotions (who, when, which model over which judge, the gate's verdict, overridden)."""
+    return pd.DataFrame(services.evaluation.promotions_table(), columns=list(PROMOTION_COLUMNS))
 
-    def use_checkpoint(run_id, path):
+
+def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
+    """A checkpoint of the watched run: use it as the judge (through the promotion gate), or evaluate it against
+    the active judge first."""
+    services, w, status = wb.services, page.watch, page.status
+    use_outputs = [status, wb.active_judge, page.form["base_model"], w["gate"], w["promotions"], w["override"]]
+
+    def use_checkpoint(run_id, path, override, name, request: gr.Request):
         if run_id is None or not path:
             return {**unchanged(use_outputs),
                     status: "error: pick a checkpoint of a run first (a run saves them as it trains)"}
         try:
-            name = services.runtime.use_judge(services.training.checkpoint(int(run_id), path).path)
+            found = services.training.checkpoint(int(run_id), path)
+            promoted = services.evaluation.promote(str(found.path), by=user_of(request) or name or "",
+                                                   override=bool(override))
+        except NeedsOverride as exc:
+            return {**unchanged(use_outputs), status: f"refused: {exc}", w["gate"]: "\n".join(exc.lines)}
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
-        return {status: views.judge_now_text(name),
-                wb.active_judge: services.runtime.active_judge_label(),
-                page.form["base_model"]: name}
+        p = promoted.record
+        how = f"gate: {p.verdict}" + (f", overridden by {p.promoted_by}" if p.overridden else "")
+        return {status: f"{views.judge_now_text(promoted.path)} ({how})",
+                wb.active_judge: services.runtime.active_judge_label(), page.form["base_model"]: promoted.path,
+                w["gate"]: "\n".join(p.lines), w["promotions"]: promotions_frame(services), w["override"]: False}
 
     def evaluate_checkpoint(run_id, path, name, most, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         # both runs stored and paired per item: "the checkpoint is better" is a tested claim, not a glance
@@ -302,10 +327,21 @@ def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
         return (f"**Run {result.judge_run}** (the active judge) against **run {result.checkpoint_run}** "
                 f"({found.path.name}); both are in the Evaluate tab.\n\n{result.markdown}")
 
-    w["use"].click(use_checkpoint, [page.watched, w["checkpoint"]], use_outputs, api_visibility="private",
-                   concurrency_limit=1)
+    w["use"].click(use_checkpoint, [page.watched, w["checkpoint"], w["override"], w["reviewer"]], use_outputs,
+                   api_visibility="private", concurrency_limit=1)
     w["evaluate"].click(evaluate_checkpoint, [page.watched, w["checkpoint"], w["bench"], w["bench_limit"]],
                         w["evaluated"], api_visibility="private", concurrency_limit=1)
+
+
+def _wire_promotions(wb: Workbench, page: TrainPage, tab: Any) -> None:
+    """Opening the tab: the promotions listed anew, and the name field prefilled with the login user."""
+    w = page.watch
+
+    def open_tab(name, request: gr.Request):
+        return name or user_of(request), promotions_frame(wb.services)
+
+    tab.select(open_tab, w["reviewer"], [w["reviewer"], w["promotions"]], api_visibility="private",
+               show_progress="hidden")
 
 
 TAB = TabSpec(label="Train", id="train", build=build)
