@@ -39,7 +39,7 @@ from reflectrm.eval.benchmarks import (
     BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, DataError, DataWords, load_benchmark,
 )
 from reflectrm.eval.benchmarks import select as select_pairs
-from reflectrm.eval.compare import WORSE, GateVerdict, compare_items, gate
+from reflectrm.eval.compare import GateVerdict, compare_items, gate
 from reflectrm.files.readers import load_pairs
 from reflectrm.eval.report import compare_markdown, json_safe, markdown, svg_plot
 from reflectrm.eval.runner import EvalPlan, evaluate
@@ -428,11 +428,10 @@ class EvaluationService:
         previous = self._judge_model()
         runs = self._latest_comparison(str(checkpoint), previous)
         verdict, lines = self._gate(runs, alpha=alpha)
-        worse = verdict.verdict == WORSE if verdict is not None else False
+        worse = verdict is not None and not verdict.passed
         if worse and not override:
-            where = [f"{s.strategy} / {s.group}" for s in verdict.sets if s.gated and s.verdict == WORSE]
             raise NeedsOverride(f"not promoted: the checkpoint is significantly worse than the active judge on "
-                                f"{', '.join(where)} (runs {runs[0].id} and {runs[1].id}); to use it anyway tick "
+                                f"{', '.join(verdict.worse_sets)} (runs {runs[0].id} and {runs[1].id}); to use it anyway tick "
                                 "\"Override: use it anyway\", give your name and press Use as judge again", lines=lines)
         path = self.runtime.use_judge(checkpoint)
         record = self.runtime.store.record_promotion(

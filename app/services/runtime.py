@@ -24,7 +24,7 @@ from reflectrm_db.services import JudgmentStore
 from reflectrm.backends.base import Backend
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import PreferencePair
-from reflectrm.demo import DEMO_MODEL_DIR
+from reflectrm.defaults import default_model
 from reflectrm.errors import InputError
 from reflectrm.files.inputs import confine
 
@@ -64,7 +64,7 @@ class Runtime:
             holder = ModelHolder(lambda: backend, name=backend.model_id)
         else:
             holder = ModelHolder(lambda: _load_backend(settings), warm=warm_up_generation if settings.app.warm_up else None,
-                                 name=settings.generation.model or str(DEMO_MODEL_DIR))
+                                 name=default_model(settings.generation.model))
             if settings.app.warm_up:
                 holder.warm_up()
         return cls(store=store, settings=settings, model=holder)
@@ -89,7 +89,7 @@ class Runtime:
 
     def active_judge(self) -> str:
         """The model the app judges with now (a path or Hugging Face id)."""
-        return self.model.name or self.settings.generation.model or str(DEMO_MODEL_DIR)
+        return self.model.name or default_model(self.settings.generation.model)
 
     def active_judge_label(self) -> str:
         """The active judge as the header shows it: its name and weights revision, not the host's absolute path;

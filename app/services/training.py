@@ -159,9 +159,9 @@ class TrainingService:
 
     def defaults(self) -> TrainRequest:
         """What the form shows first: the active judge as the base model, sizes that suit it."""
-        from reflectrm.demo import DEMO_MODEL_DIR
+        from reflectrm.defaults import default_model
 
-        model = (self.active_judge() if self.active_judge else "") or self.settings.generation.model or str(DEMO_MODEL_DIR)
+        model = (self.active_judge() if self.active_judge else "") or default_model(self.settings.generation.model)
         demo = _is_demo(model)
         config = TrainConfig(max_steps=FORM_STEPS, max_completion_length=self.settings.judge.max_new_tokens,
                              gradient_checkpointing=not demo, **(_DEMO_DEFAULTS if demo else {}))

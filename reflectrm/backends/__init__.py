@@ -9,7 +9,7 @@ from reflectrm.backends.base import Backend, Completion, GenerationRequest, Samp
 from reflectrm.backends.config import BACKENDS, BackendConfig
 from reflectrm.backends.scripted import ScriptedBackend
 from reflectrm.defaults import default_model
-from reflectrm.backends.engine import EngineConfig
+from reflectrm.backends.engine import ENGINE_BACKENDS, EngineConfig
 from reflectrm.errors import ConfigError
 
 
@@ -31,7 +31,7 @@ def load_backend(config: BackendConfig | str | None = None, engine: EngineConfig
     if restated:
         raise ConfigError(f"load_backend({restated[0]}=...) restates a BackendConfig field: pass "
                           f"BackendConfig({restated[0]}=...) as its first argument")
-    if config.backend in ("vllm", "openai"):
+    if config.backend in ENGINE_BACKENDS:
         if built:
             raise ConfigError(f"load_backend({sorted(built)[0]}=...) is not an option of --backend {config.backend}: "
                               "pass an EngineConfig")

@@ -138,8 +138,13 @@ class GateVerdict:
     def passed(self) -> bool:
         return self.verdict != WORSE
 
+    @property
+    def worse_sets(self) -> list[str]:
+        """The gated sets B is significantly worse on, as "strategy / set"."""
+        return [f"{s.strategy} / {s.group}" for s in self.sets if s.gated and s.verdict == WORSE]
+
     def summary(self) -> str:
-        worse = [f"{s.strategy} / {s.group}" for s in self.sets if s.gated and s.verdict == WORSE]
+        worse = self.worse_sets
         where = f" on {', '.join(worse)}" if worse else ""
         return (f"gate: {self.verdict}{where} (alpha {self.alpha:g}; "
                 f"{sum(s.gated and s.verdict != NO_DATA for s in self.sets)} gated set(s))")
