@@ -75,13 +75,15 @@ class Loop:
         self.domain: Domain = domain_of(args.model)
         settings = load_settings(database_url=f"sqlite:///{self.out / 'loop.db'}", model=args.model,
                                  backend=args.backend, runs_dir=self.out / "runs", warm_up=False,
-                                 max_new_tokens=self.domain.output_tokens, audit_batch_size=args.batch_size,
+                                 data_root=self.out, max_new_tokens=self.domain.output_tokens,
+                                 audit_batch_size=args.batch_size,
                                  threads=args.threads, engine=engine_options(args))
         self.services = Services.start(settings)
         self.evaluation = self.services.evaluation
         self.training = self.services.training
         self.cancel = threading.Event()
         self.figures: dict[str, Any] = {}
+        self.files: dict[str, str] = {}  # sets evaluated as labelled files (their pairs are stored under another set)
 
     # --- data sets, as a user imports them ---------------------------------------------------------------
 
@@ -92,6 +94,15 @@ class Loop:
         path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs), encoding="utf-8")
         report = self.services.judging.import_file(path, source=name)
         print(f"  data set {name}: {report.added} pairs imported ({report.already_present} already stored)")
+        return name
+
+    def file_set(self, name: str, pairs: list[PreferencePair]) -> str:
+        """Write `pairs` as a labelled JSONL file in the data folder, evaluated as the benchmark "file" (pairs that are
+        already stored keep the data set they came in with, so a second data set of them would be empty)."""
+        path = self.out / "sets" / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs), encoding="utf-8")
+        self.files[name] = str(path.relative_to(self.out))
         return name
 
     def sets(self) -> dict[str, list[PreferencePair]]:
@@ -112,7 +123,8 @@ class Loop:
                  strategies: tuple[str, ...] = EVAL_STRATEGIES) -> Any:
         """A stored run of the active judge (or of `checkpoint`, a backend from `model_backend`) on a data set."""
         clock = stopwatch()
-        request = self.evaluation.request(f"data set: {data_set}", strategies=strategies)
+        request = (self.evaluation.request("file", data=self.files[data_set], strategies=strategies)
+                   if data_set in self.files else self.evaluation.request(f"data set: {data_set}", strategies=strategies))
         if checkpoint is None:
             run = self.evaluation.run(request, cancel=self.cancel)
         else:
@@ -159,15 +171,19 @@ class Loop:
 
     # --- the Train tab ----------------------------------------------------------------------------------
 
-    def train(self, snapshot: str, *, minutes: float, mix: str, name: str) -> str:
-        """Start a run as the Train tab does, watch it to the end; returns its final model folder."""
+    def train(self, snapshot: str, *, minutes: float, steps: int | None, mix: str, name: str, seed: int = 0) -> str:
+        """Start a run as the Train tab does, watch it to the end; returns its final model folder.
+
+        With `steps`, the run is that many steps with the rate decayed linearly over them (the same run on a busy
+        machine); without, it runs for `minutes` with the rate decayed over the time budget (the tab's default)."""
         a = self.args
-        request = TrainRequest.from_form(snapshot=snapshot, base_model=a.model, max_steps=a.max_steps,
-                                         learning_rate=a.lr, batch_size=a.prompts_per_step,
-                                         num_generations=a.num_generations,
-                                         max_completion_length=self.domain.output_tokens, save_steps=a.max_steps,
-                                         gradient_checkpointing=False, max_minutes=minutes, decay_over_time=True,
-                                         mix=mix, mix_seed=0)
+        budget = ({"max_steps": steps, "save_steps": steps, "lr_scheduler": "linear"} if steps else
+                  {"max_steps": a.max_steps, "save_steps": a.max_steps, "max_minutes": minutes,
+                   "decay_over_time": True})
+        request = TrainRequest.from_form(snapshot=snapshot, base_model=a.model, learning_rate=a.lr,
+                                         batch_size=a.prompts_per_step, num_generations=a.num_generations,
+                                         max_completion_length=self.domain.output_tokens,
+                                         gradient_checkpointing=False, mix=mix, mix_seed=seed, seed=seed, **budget)
         clock = stopwatch()
         run = self.training.start(request)
         mix_used = run.config.get("data_mix", {})
@@ -216,10 +232,10 @@ class Loop:
         self.figures.setdefault("queue", {})["looked"] = looked
         return corrected
 
-    def correct_at_random(self, budget: int, run: Any) -> list[tuple[int, PreferencePair]]:
+    def correct_at_random(self, budget: int, run: Any, *, seed: int = 0) -> list[tuple[int, PreferencePair]]:
         """Correct `budget` wrong judgments of an evaluation run drawn at random (the same reviewer's work)."""
         wrong = [row[0] for row in self.evaluation.items_to_check(run.id, limit=100_000) if row[-1] == "wrong"]
-        chosen = random.Random(SEEDS["random"]).sample(sorted(set(wrong)), min(budget, len(set(wrong))))
+        chosen = random.Random(SEEDS["random"] + seed).sample(sorted(set(wrong)), min(budget, len(set(wrong))))
         corrected = []
         for jid in chosen:
             judgment = self.services.review.review_item(jid, reviewer=REVIEWER).stored.judgment
@@ -254,7 +270,7 @@ def part_grpo(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     derived = loop.services.curation.derive_from_labels("loop-train", seed=0)
     print(f"    Curate: {asdict(derived)}")
     snapshot = loop.services.curation.snapshot("loop-paper", note="the paper's examples from loop-train's judgments")
-    final = loop.train(snapshot.name, minutes=a.grpo_minutes, mix="paper", name="grpo")
+    final = loop.train(snapshot.name, minutes=a.grpo_minutes, steps=a.grpo_steps, mix="paper", name="grpo")
     loop.exclude_active_examples()  # the corrections' snapshots hold only corrections
     after = loop.evaluate_checkpoint(final, ["loop-heldout", "loop-unseen"])
     return {"derived": asdict(derived), "snapshot": snapshot.name,
@@ -263,28 +279,32 @@ def part_grpo(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
 
 
 def corrected_sets(loop: Loop, name: str, corrected: list[tuple[int, PreferencePair]]) -> dict[str, Any]:
-    """The corrected pairs and those problems reworded, as data sets, with the starting judge's runs on them."""
+    """The corrected pairs and those problems reworded, as labelled files, with the starting judge's runs on them
+    (files, not data sets: a pair already stored under another data set, a rewording two draws share included,
+    stays in the data set it came with)."""
     pairs = [p for _, p in corrected]
-    sets = {"corrected": loop.import_set(f"loop-{name}-corrected",
-                                         [PreferencePair.from_dict({**p.to_dict(), "source": f"loop-{name}-corrected"})
-                                          for p in pairs]),
-            "reworded": loop.import_set(f"loop-{name}-reworded", loop.domain.fresh_pairs(
+    sets = {"corrected": loop.file_set(f"loop-{name}-corrected", pairs),
+            "reworded": loop.file_set(f"loop-{name}-reworded", loop.domain.fresh_pairs(
                 pairs, seed=SEEDS["reworded"], source=f"loop-{name}-reworded"))}
     return {"sets": sets, "starts": {k: loop.evaluate(s) for k, s in sets.items()}, "pairs": len(pairs)}
 
 
 def arm(loop: Loop, name: str, corrections: dict[str, Any], *, mix: str, before: dict[str, Any],
-        snapshot: str) -> dict[str, Any]:
-    """Train on the corrections' snapshot and compare with the starting judge on every set."""
+        snapshot: str, seed: int = 0, heldout_only: bool = False) -> dict[str, Any]:
+    """Train on the corrections' snapshot and compare with the starting judge on every set (or the held-out set)."""
     a = loop.args
     sets, starts, count = corrections["sets"], corrections["starts"], corrections["pairs"]
-    final = loop.train(snapshot, minutes=a.corrections_minutes, mix=mix, name=name)
-    out: dict[str, Any] = {"snapshot": snapshot, "corrections": count}
-    after = loop.evaluate_checkpoint(final, [*sets.values(), "loop-heldout", "loop-unseen"])
-    for k, s in sets.items():
-        out[k] = loop.compare(starts[k], after[s], what=f"{name}-{k}")
+    final = loop.train(snapshot, minutes=a.corrections_minutes, steps=a.corrections_steps, mix=mix, name=name,
+                       seed=seed)
+    out: dict[str, Any] = {"snapshot": snapshot, "corrections": count, "seed": seed}
+    after = loop.evaluate_checkpoint(final, ["loop-heldout"] if heldout_only
+                                     else [*sets.values(), "loop-heldout", "loop-unseen"])
+    if not heldout_only:
+        for k, s in sets.items():
+            out[k] = loop.compare(starts[k], after[s], what=f"{name}-{k}")
     out["heldout"] = loop.compare(before["loop-heldout"], after["loop-heldout"], what=f"{name}-heldout", per=count)
-    out["unseen"] = loop.compare(before["loop-unseen"], after["loop-unseen"], what=f"{name}-unseen", per=count)
+    if not heldout_only:
+        out["unseen"] = loop.compare(before["loop-unseen"], after["loop-unseen"], what=f"{name}-unseen", per=count)
     out["_heldout_run"] = after["loop-heldout"].id
     return out
 
@@ -297,6 +317,8 @@ def take_snapshot(loop: Loop, name: str, corrections: int) -> str:
 
 
 def part_corrections(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
+    """The queue's corrections trained with and without replay; then the queue's order against random draws of the
+    same number of wrong judgments, each order trained with --seeds seeds (a random order: one draw per seed)."""
     a = loop.args
     print("part corrections: the Review queue, the Curate snapshot, the Train tab, the Evaluate tab's compare")
     pool_run = loop.evaluate("loop-pool", strategies=("reflectrm",))
@@ -306,18 +328,43 @@ def part_corrections(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     snapshot = take_snapshot(loop, "loop-queue", len(queue))
     queue_sets = corrected_sets(loop, "queue", queue)
     out["queue"] = arm(loop, "queue", queue_sets, mix="paper", before=before, snapshot=snapshot)
+    checkpoint(loop, "corrections", out)
     out["queue_no_replay"] = arm(loop, "queue-no-replay", queue_sets, mix="as_is", before=before, snapshot=snapshot)
+    out["queue_no_replay"].pop("_heldout_run")
+    checkpoint(loop, "corrections", out)
+    queue_runs = {0: out["queue"].pop("_heldout_run")}
+    for seed in range(1, a.seeds):
+        result = arm(loop, f"queue-seed{seed}", queue_sets, mix="paper", before=before, snapshot=snapshot, seed=seed,
+                     heldout_only=True)
+        queue_runs[seed] = result.pop("_heldout_run")
+        out[f"queue_seed{seed}"] = result
+        checkpoint(loop, "corrections", out)
     for jid, _ in queue:
         loop.services.review.withdraw(jid, author=REVIEWER)  # the random order's snapshot holds only its own corrections
-    chosen = loop.correct_at_random(a.corrections, pool_run)
-    out["overlap_with_queue"] = len({j for j, _ in chosen} & {j for j, _ in queue})
-    out["random"] = arm(loop, "random", corrected_sets(loop, "random", chosen), mix="paper", before=before,
-                        snapshot=take_snapshot(loop, "loop-random", len(chosen)))
-    heldout = loop.evaluation.evals.get(out["queue"].pop("_heldout_run"))
-    random_run = loop.evaluation.evals.get(out["random"].pop("_heldout_run"))
-    out["queue_no_replay"].pop("_heldout_run")
-    out["queue_against_random_heldout"] = loop.compare(random_run, heldout, what="queue-vs-random-heldout")
+    out["queue_against_random_heldout"] = {}
+    for seed in range(a.seeds):
+        chosen = loop.correct_at_random(a.corrections, pool_run, seed=seed)
+        key = "random" if seed == 0 else f"random_seed{seed}"
+        name = "random" if seed == 0 else f"random-seed{seed}"
+        sets = corrected_sets(loop, name, chosen) if seed == 0 else {"sets": {}, "starts": {}, "pairs": len(chosen)}
+        out[key] = arm(loop, name, sets, mix="paper", before=before, seed=seed, heldout_only=seed > 0,
+                       snapshot=take_snapshot(loop, f"loop-{name}", len(chosen)))
+        out[key]["overlap_with_queue"] = len({j for j, _ in chosen} & {j for j, _ in queue})
+        random_run = loop.evaluation.evals.get(out[key].pop("_heldout_run"))
+        out["queue_against_random_heldout"][seed] = loop.compare(
+            random_run, loop.evaluation.evals.get(queue_runs[seed]), what=f"queue-vs-random-heldout-seed{seed}")
+        for jid, _ in chosen:
+            loop.services.review.withdraw(jid, author=REVIEWER)
+        checkpoint(loop, "corrections", out)
     return out
+
+
+def checkpoint(loop: Loop, part: str, figures: dict[str, Any]) -> None:
+    """The figures so far, written to OUT/partial.json (a long run stopped early keeps what it measured)."""
+    path = loop.out / "partial.json"
+    done = json.loads(path.read_text()) if path.exists() else {}
+    done[part] = figures
+    path.write_text(json.dumps(done, indent=2, default=str) + "\n")
 
 
 def main() -> int:
@@ -337,16 +384,21 @@ def main() -> int:
     ap.add_argument("--grpo-minutes", type=float, default=15.0, help="the GRPO run's time budget")
     ap.add_argument("--corrections-minutes", type=float, default=6.0, help="each corrections run's time budget")
     ap.add_argument("--max-steps", type=int, default=1000, help="steps at most (the time budget ends a run first)")
+    ap.add_argument("--grpo-steps", type=int, default=None,
+                    help="the GRPO run's steps instead of a time budget (the rate decays over them; load-independent)")
+    ap.add_argument("--corrections-steps", type=int, default=None, help="each corrections run's steps, likewise")
     ap.add_argument("--lr", type=float, default=3e-4, help="peak rate (the demo judge is tiny: far above the paper's)")
     ap.add_argument("--prompts-per-step", type=int, default=8)
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=16, help="pairs judged together (audit and evaluation)")
+    ap.add_argument("--seeds", type=int, default=3,
+                    help="training seeds of the queue's order and random draws of the same count (one per seed)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole loop")
     args = ap.parse_args()
     if args.quick:
         args.heldout, args.unseen, args.train_pairs, args.pool, args.corrections = 12, 8, 16, 24, 3
         args.grpo_minutes, args.corrections_minutes, args.max_steps = 0.3, 0.2, 2
-        args.prompts_per_step, args.num_generations = 2, 2
+        args.prompts_per_step, args.num_generations, args.seeds = 2, 2, 2
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if not parts <= {"grpo", "corrections"}:
         ap.error(f"--parts takes grpo and corrections, got {args.parts!r}")
@@ -356,6 +408,13 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     clock = stopwatch()
     loop = Loop(args)
+    try:
+        return run_loop(loop, args, parts, clock)
+    finally:
+        loop.services.close()  # the engines' processes go with it, also when a part fails
+
+
+def run_loop(loop: Loop, args: Any, parts: set[str], clock: Any) -> int:
     print(f"the loop on {args.model} ({loop.domain.key}), {args.backend} backend; {load_line()}")
     sets = loop.sets()
     for name, pairs in sets.items():
@@ -366,12 +425,12 @@ def main() -> int:
                                "sets": {k: len(v) for k, v in sets.items()}}
     if "grpo" in parts:
         results["grpo"] = part_grpo(loop, before)
+        checkpoint(loop, "grpo", results["grpo"])
     if "corrections" in parts:
         results["corrections"] = part_corrections(loop, before)
     results["runs"] = loop.figures.get("runs", {})
     results["queue_looked"] = loop.figures.get("queue", {}).get("looked")
     results["seconds"] = round(clock.stop())
-    loop.services.close()
     (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     return finish(results)
 
