@@ -140,6 +140,14 @@ class ModelHolder:
         log.info("the active judge is now %s", name)
         return backend
 
+    def close(self) -> None:
+        """Release the loaded judge's engine (its processes, for vLLM); a later `get` loads it again."""
+        with self._lock:
+            backend, self._backend = self._backend, None
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()
+
     def _load(self, loader: Callable[[], Backend]) -> Backend:
         backend = loader()
         if self._warm_fn is not None:

@@ -70,6 +70,7 @@ class Runtime:
         return cls(store=store, settings=settings, model=holder)
 
     def close(self) -> None:
+        self.model.close()  # a vLLM engine's processes go now, not at an interpreter exit that would wait on them
         self.exports.remove_all()
         self.store.close()
 

@@ -89,6 +89,13 @@ class VLLMBackend:
             raise _load_error(model_id, exc, config) from exc
         return cls(llm, model_id=model_id, model_revision=weights_revision(source))
 
+    def close(self) -> None:
+        """Shut the engine's processes down. Without it an engine still referenced at interpreter exit keeps the
+        process waiting on its engine-core child (multiprocessing joins its children before the engine is freed)."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+
     # -- protocol -------------------------------------------------------------------------------
 
     def check_prompt(self, prompt: Sequence[ChatMessage], *, max_new_tokens: int) -> None:

@@ -42,7 +42,7 @@ def vllm_backend():
 
     backend = load_backend(BackendConfig(backend="vllm"), EngineConfig(enforce_eager=True, dtype="float32"))
     yield backend
-    backend.llm.llm_engine.engine_core.shutdown()  # now, not at interpreter exit after pytest closed its streams
+    backend.close()  # now, not at interpreter exit after pytest closed its streams
 
 
 def free_port() -> int:

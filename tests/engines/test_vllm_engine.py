@@ -108,3 +108,30 @@ def test_a_batch_longer_than_one_engine_step_keeps_every_seed(vllm_backend):
     alone = vllm_backend.generate(requests[-1:], params)
     assert len(together) == 64 and all(len(c) == 8 for c in together)
     assert [c.token_ids for c in together[-1]] == [c.token_ids for c in alone[0]]
+
+
+CLOSE_SCRIPT = """
+import sys
+from reflectrm_app.services import Services
+from reflectrm_app.settings import load_settings
+services = Services.start(load_settings(database_url="sqlite:///" + sys.argv[1], backend="vllm", warm_up=False,
+                                        engine={"enforce_eager": True, "dtype": "float32"}))
+backend = services.runtime.model.get()
+assert backend.name == "vllm"
+services.close()
+print("closed", flush=True)
+"""
+
+
+def test_closing_the_app_services_ends_the_engine_and_the_process_exits(tmp_path):
+    """An app's services holding a vLLM judge, closed: the process exits (an engine still held at exit kept the
+    interpreter waiting on its engine-core child for ever)."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT, str(tmp_path / "s.db")], capture_output=True, text=True,
+                          env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"},
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "closed" in done.stdout
