@@ -41,15 +41,17 @@ _BATCH = 1000  # rows per database read and per Parquet row group
 
 
 def export_rows(
-    session: Session, *, kind: str, fmt: str, states: tuple[str, ...], snapshot_id: int | None
+    session: Session, *, kind: str, fmt: str, states: tuple[str, ...], snapshot_id: int | None,
+    both_orders: bool = False
 ) -> Iterator[dict[str, Any]]:
-    """The rows of one export, in id order."""
+    """The rows of one export, in id order (`both_orders`: training rows, each followed by its other order)."""
     if fmt == "hf" or kind == "training":
         wanted = {"preference-examples": ("preference",), "reflection-pairs": ("reflection",)}.get(
             kind, ("preference", "reflection")
         )
         for example_kind in wanted:
-            yield from training_rows(session, kind=example_kind, states=states, snapshot_id=snapshot_id)
+            yield from training_rows(session, kind=example_kind, states=states, snapshot_id=snapshot_id,
+                                     both_orders=both_orders)
         return
     if kind == "pairs":
         yield from _pair_rows(session)
@@ -179,8 +181,8 @@ def _example_row(kind: str, row: Any, pair: Any, critiques: tuple[Any, Any] | No
 # --- Arrow schemas (explicit: a column that is null in the first rows must not lose its type) -----
 
 
-def arrow_schema(kind: str, fmt: str) -> Any:
-    """The Arrow schema of an export's rows."""
+def arrow_schema(kind: str, fmt: str, *, both_orders: bool = False) -> Any:
+    """The Arrow schema of an export's rows (`both_orders`: training rows with `twin_key` and `order`)."""
     pa = require("pyarrow", extra="store")
     text, num, flag, real, ts = pa.string(), pa.int64(), pa.bool_(), pa.float64(), pa.timestamp("us", tz="UTC")
 
@@ -189,7 +191,9 @@ def arrow_schema(kind: str, fmt: str) -> Any:
 
     messages = pa.list_(struct(role=text, content=text))
     if fmt == "hf" or kind == "training":
-        return pa.schema(dict(prompt=messages, label=num, task=text, origin=text, pair_id=text, example_id=num).items())
+        twins = dict(twin_key=text, order=num) if both_orders else {}
+        return pa.schema(dict(prompt=messages, label=num, task=text, origin=text, pair_id=text, example_id=num,
+                              **twins).items())
     # fmt: off
     pair = dict(id=text, messages=messages, response_1=text, response_2=text, label=num, source=text, subset=text,
                 tie=flag)

@@ -546,23 +546,30 @@ class JudgmentStore:
         out: Path,
         include_inactive: bool = False,
         snapshot: str | None = None,
+        both_orders: bool = False,
     ) -> int:
         """Write one kind of record to `out` (see `reflectrm_db.exporting`); returns the row count.
 
         Args:
             include_inactive: also export excluded and withdrawn examples (they carry a `state` column).
             snapshot: export that snapshot's examples (by name) instead of the active ones.
+            both_orders: training rows only: each example followed by its other order (responses, or a reflection
+                pair's critiques, exchanged), the two sharing a `twin_key`, for GRPO's both-orders option.
         """
         check_export(kind, fmt)
+        if both_orders and not (kind == "training" or fmt == "hf"):
+            raise InputError(f"both orders applies to training rows: export `training` (or --format hf), not {kind}")
         states = ("active", "excluded", "withdrawn") if include_inactive else ("active",)
 
         def work(s: Session) -> int:
             snapshot_id = None if snapshot is None else curation.get_snapshot(s, name=snapshot).id
-            rows = exporting.export_rows(s, kind=kind, fmt=fmt, states=states, snapshot_id=snapshot_id)
+            rows = exporting.export_rows(s, kind=kind, fmt=fmt, states=states, snapshot_id=snapshot_id,
+                                         both_orders=both_orders)
             where = f"snapshot {snapshot!r}" if snapshot is not None else "the store"
             which = "" if include_inactive or snapshot or kind in ("pairs", "judgments", "corrections") else " active"
             what = "training examples" if kind == "training" or fmt == "hf" else kind.replace("-", " ")
-            return exporting.write_rows(rows, fmt=fmt, out=Path(out), schema=exporting.arrow_schema(kind, fmt),
+            return exporting.write_rows(rows, fmt=fmt, out=Path(out),
+                                        schema=exporting.arrow_schema(kind, fmt, both_orders=both_orders),
                                         nothing=f"{where} holds no{which} {what} to export")
 
         return self._read(work)

@@ -53,35 +53,47 @@ def example_rows(
 
 
 def stored_example(
-    row: Any, pair: PreferencePair, critiques: tuple[Any, Any] | None, config: Mapping[str, Any]
+    row: Any, pair: PreferencePair, critiques: tuple[Any, Any] | None, config: Mapping[str, Any], *,
+    other_order: bool = False
 ) -> TrainingExample:
-    """A stored example rendered by the recipe, with the prompt options its judgment was made with."""
+    """A stored example rendered by the recipe, with the prompt options its judgment was made with (`other_order`:
+    with the responses, or a reflection pair's critiques, exchanged; the label follows)."""
     rendering = Rendering.from_config(config)
     origin = "correction" if row.correction_id is not None else LABEL_ORIGIN
-    if critiques is None:
+    shown = None if critiques is None else tuple(Analysis(c.id, c.analysis, c.prediction) for c in critiques)
+    if other_order:
+        return recipe.other_order(pair, label=row.label, critiques=shown, rendering=rendering, origin=origin)  # type: ignore[arg-type]
+    if shown is None:
         return recipe.preference_example(pair, label=row.label, rendering=rendering, origin=origin)
-    shown = tuple(Analysis(c.id, c.analysis, c.prediction) for c in critiques)
     return recipe.reflection_example(pair, shown, label=row.label, rendering=rendering, origin=origin)  # type: ignore[arg-type]
 
 
 def training_rows(
-    session: Session, *, kind: str, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None
+    session: Session, *, kind: str, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None,
+    both_orders: bool = False
 ) -> Iterator[dict[str, Any]]:
     """TRL conversational rows of one kind: the recipe's row plus `example_id` (the store's row id).
 
     `origin` is "correction", or "label" for an example derived from a labelled pair's judgment; `pair_id` is the
-    pair's own id, as `reflectrm.training.data` rows carry it.
+    pair's own id, as `reflectrm.training.data` rows carry it. `both_orders`: each example followed by its other
+    order, the two sharing a `twin_key` (`recipe.in_both_orders`).
     """
     for row, pair, critiques, config in example_rows(session, kind=kind, states=states, snapshot_id=snapshot_id):
-        yield {**stored_example(row, pair, critiques, config).to_row(), "example_id": row.id}
+        first = {**stored_example(row, pair, critiques, config).to_row(), "example_id": row.id}
+        if not both_orders:
+            yield first
+            continue
+        twin = {**stored_example(row, pair, critiques, config, other_order=True).to_row(), "example_id": row.id}
+        yield from recipe.in_both_orders(first, twin)
 
 
 def all_training_rows(
-    session: Session, *, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None
+    session: Session, *, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None,
+    both_orders: bool = False
 ) -> Iterator[dict[str, Any]]:
     """Every kind's rows, in snapshot order: preference examples, then reflection pairs, each by id."""
     for kind in KINDS:
-        yield from training_rows(session, kind=kind, states=states, snapshot_id=snapshot_id)
+        yield from training_rows(session, kind=kind, states=states, snapshot_id=snapshot_id, both_orders=both_orders)
 
 
 def rows_hash(session: Session, *, states: tuple[str, ...] = ("active",), snapshot_id: int | None = None) -> str:

@@ -63,9 +63,10 @@ GIVEN_ONLY = {"app"}  # unset flags keep the settings, which are the same classe
 
 OWN_MEANING = {  # option -> the commands whose option of that name is a setting of its own, and why
     "--batch-size": ({"train"}, "TrainConfig's prompts per optimizer step, not pairs per generation call"),
-    "--both-orders": ({"eval", "serve"}, "eval's default follows the benchmark's protocol; serve's rewards cancel "
-                                         "position bias by default"),
-    "--no-both-orders": ({"eval", "serve"}, "as --both-orders"),
+    "--both-orders": ({"eval", "serve", "train", "export"}, "eval's default follows the benchmark's protocol; "
+                      "serve's rewards cancel position bias by default; train pays a verdict right in both orders; "
+                      "export writes the training rows train --both-orders reads"),
+    "--no-both-orders": ({"eval", "serve", "train"}, "as --both-orders"),
     "--data": ({"train", "eval"}, "a training snapshot folder; a benchmark file or folder"),
     "--device": ({"train"}, "TrainConfig's: where training runs"),
     "--host": ({"app", "serve"}, "two servers (the app's settings; the reward service's ServerOptions)"),
@@ -137,7 +138,8 @@ SAME_NAME = {  # field -> the classes that hold a field of that name, and why it
     "device": ({"BackendConfig", "TrainConfig"}, "where the judge runs; where training runs (another process)"),
     "threads": ({"BackendConfig", "TrainConfig"}, "the judge's torch threads; the training worker's, same spelling"),
     "batch_size": ({"TrainConfig", "RewardConfig", "EvalPlan"}, "prompts per step; pairs per call; pairs per batch"),
-    "both_orders": ({"RewardConfig", "EvalPlan"}, "rewards cancel position bias; evaluation follows a benchmark"),
+    "both_orders": ({"RewardConfig", "EvalPlan", "TrainConfig"},
+                    "rewards cancel position bias; evaluation follows a benchmark; GRPO pays both orders right"),
     "host": ({"ServerOptions", "ServeSettings"}, "the reward service's and the app's own interfaces"),
     "port": ({"ServerOptions", "ServeSettings"}, "two servers, two default ports"),
     "allowed_hosts": ({"AccessConfig", "ServeSettings"}, "the environment's comma-separated text, read by AccessConfig"),

@@ -50,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output file (folder for hf); must not exist")
     p.add_argument("--snapshot", help="export this snapshot's examples instead of the active ones")
     p.add_argument("--include-inactive", action="store_true", help="also export excluded and withdrawn examples")
+    p.add_argument("--both-orders", action="store_true",
+                   help="training rows: each example followed by its other order (for train --both-orders)")
     add_store_flag(p)
     p.set_defaults(func=cmd_export)
 
@@ -91,7 +93,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     # one writer per --out; the store is only read (reading a store never creates or changes one)
     with exclusive(args.out, flag="--out"), _store(args.db, read_only=True) as store:
         count = store.export(
-            args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive, snapshot=args.snapshot
+            args.kind, fmt=args.fmt, out=args.out, include_inactive=args.include_inactive, snapshot=args.snapshot,
+            both_orders=args.both_orders,
         )
     print(printable(f"exported {count} {args.kind} row(s) to {args.out}"))
     return 0

@@ -177,8 +177,9 @@ class TrainingService:
             base_model = self.base_model(request.base_model)
             check_model(base_model)
             config = train_config(request, self.settings)
-            data, mix = self._mixed_data(self._snapshot_data(snapshot), snapshot, choice=request.mix,
-                                         seed=request.mix_seed)
+            both = config.both_orders
+            data, mix = self._mixed_data(self._snapshot_data(snapshot, both_orders=both), snapshot,
+                                         choice=request.mix, seed=request.mix_seed, both_orders=both)
             run_dir = self.runs_dir / f"run-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
             run = self.store.add_training_run(snapshot_id=snapshot.id, base_model=base_model, run_dir=str(run_dir),
                                               config={**config.to_dict(), "data_mix": mix.to_dict()})
@@ -285,8 +286,9 @@ class TrainingService:
                              "a new snapshot in Curate")
         return snapshot
 
-    def _snapshot_data(self, snapshot: SnapshotRecord) -> Path:
-        """The snapshot's training rows as a `datasets` folder, named by the hash of the rows as exported now.
+    def _snapshot_data(self, snapshot: SnapshotRecord, *, both_orders: bool = False) -> Path:
+        """The snapshot's training rows as a `datasets` folder, named by the hash of the rows as exported now
+        (`both_orders`: each example followed by its other order, a folder of its own).
 
         The rows are rendered afresh at every start and an existing folder is reused only when its rows
         are the same: after a change to the prompt template a stale export is never trained on.
@@ -296,9 +298,11 @@ class TrainingService:
         folder = self.runs_dir / DATA_FOLDER
         folder.mkdir(parents=True, exist_ok=True)
         fresh = folder / f".{slug(snapshot.name)}-{secrets.token_hex(4)}.export"
-        self.store.export("training", fmt="hf", out=fresh, snapshot=snapshot.name)
+        self.store.export("training", fmt="hf", out=fresh, snapshot=snapshot.name, both_orders=both_orders)
         digest = snapshot_hash(fresh)  # the hash of the rows as they will be trained on
-        if digest != snapshot.content_hash:
+        if both_orders:
+            digest = f"both-{digest}"  # the snapshot's own hash is of its rows in one order
+        elif digest != snapshot.content_hash:
             log.warning("snapshot %r renders differently from when it was taken (the prompt template or recipe "
                         "changed): training on the rows as rendered now (%s)", snapshot.name, digest[:12])
         path = folder / f"{slug(snapshot.name)}-{digest[:12]}"
@@ -318,14 +322,16 @@ class TrainingService:
         return plan_mix(found.num_preference, found.num_reflection, choice=choice, seed=seed,
                         replay_available=available)
 
-    def replay_pool(self, snapshot: SnapshotRecord, *, exclude: frozenset[str] = frozenset()) -> list[Any]:
+    def replay_pool(self, snapshot: SnapshotRecord, *, exclude: frozenset[str] = frozenset(),
+                    both_orders: bool = False) -> list[Any]:
         """Preference examples replayed from the judge's own rollouts: for each labelled pair the snapshot does not
         hold, its newest judgment (in the pair's own order) whose sampled rollouts were not all right (the paper
         drops easy items); none whose prompt key is in `exclude`, and none whose conversation an evaluation run
-        judged (training on it would inflate what that run measures). Newest first."""
+        judged (training on it would inflate what that run measures). Newest first. `both_orders`: each item is
+        (example, the example in the other order)."""
         from reflectrm_db.evaluation import EvalStore
         from reflectrm.training.data import context_key
-        from reflectrm.training.recipe import Rendering, preference_example
+        from reflectrm.training.recipe import Rendering, other_order, preference_example
 
         measured = {context_key(p) for p in EvalStore(self.store).evaluated_pairs()}
         members = self.store.snapshot_members(snapshot.id)
@@ -345,31 +351,36 @@ class TrainingService:
                 continue  # `all` of no samples is True: a greedy judgment has no rollouts to learn from
             if measured and context_key(j.pair) in measured:
                 continue
-            example = preference_example(j.pair, label=j.pair.label, rendering=Rendering.from_config(j.config),
-                                         origin="replay")
+            rendering = Rendering.from_config(j.config)
+            example = preference_example(j.pair, label=j.pair.label, rendering=rendering, origin="replay")
             if example.key not in keys:
                 pairs.add(stored.pair_id)
                 keys.add(example.key)
-                pool.append(example)
+                pool.append((example, other_order(j.pair, label=j.pair.label, rendering=rendering, origin="replay"))
+                            if both_orders else example)
         return pool
 
-    def _mixed_data(self, data: Path, snapshot: SnapshotRecord, *, choice: str, seed: int) -> tuple[Path, DataMix]:
+    def _mixed_data(self, data: Path, snapshot: SnapshotRecord, *, choice: str, seed: int,
+                    both_orders: bool = False) -> tuple[Path, DataMix]:
         """The exported rows `data` as the mix keeps them: the same folder when nothing changes, else a folder
         beside it holding every preference example, replayed ones where the snapshot has too few, and a seeded
-        sample of the reflection pairs; its manifest says which mix and seed made it."""
+        sample of the reflection pairs; its manifest says which mix and seed made it. With `both_orders` the mix
+        counts examples, each one two rows (it and its other order), kept or cut together."""
         import random
 
         from reflectrm.core.prompts import Task
         from reflectrm.errors import require
         from reflectrm.training.data import SNAPSHOT_MANIFEST, load_snapshot, read_examples, snapshot_hash
-        from reflectrm.training.recipe import rows_hash
+        from reflectrm.training.recipe import in_both_orders, rows_hash
 
         ds = load_snapshot(data)
+        units = _example_units(ds, both_orders=both_orders)  # row indexes of each example, in order
         tasks = list(ds["task"])
-        reflection = [i for i, t in enumerate(tasks) if t == Task.ANALYSIS.value]
-        preference = len(tasks) - len(reflection)
+        reflection = [k for k, rows in enumerate(units) if tasks[rows[0]] == Task.ANALYSIS.value]
+        preference = len(units) - len(reflection)
         short = choice == "paper" and len(reflection) * PAPER_MIX[0] > preference * PAPER_MIX[1]
-        pool = self.replay_pool(snapshot, exclude=frozenset(e.key for e in read_examples(data))) if short else []
+        shown = frozenset(e.key for e in read_examples(data))
+        pool = self.replay_pool(snapshot, exclude=shown, both_orders=both_orders) if short else []
         mix = plan_mix(preference, len(reflection), choice=choice, seed=seed, replay_available=len(pool))
         if not mix.kept_preference + mix.kept_reflection:
             raise InputError("the paper's 4:1 mix keeps no rows of this snapshot: it holds no preference examples and "
@@ -381,16 +392,18 @@ class TrainingService:
         rng = random.Random(seed)
         kept_refl = set(rng.sample(reflection, mix.kept_reflection))
         replayed = [pool[i] for i in sorted(rng.sample(range(len(pool)), mix.replay))]
-        picked = ds.select([i for i, t in enumerate(tasks) if t != Task.ANALYSIS.value or i in kept_refl])
+        picked = ds.select([i for k, rows in enumerate(units) if k not in reflection or k in kept_refl for i in rows])
         rows = [{**r, "origin": r.get("origin", ""), "pair_id": str(r.get("pair_id", ""))} for r in picked]
-        rows += [{**e.to_row(), "example_id": None} for e in replayed]
+        for item in replayed:
+            rows += (in_both_orders({**item[0].to_row(), "example_id": None}, {**item[1].to_row(), "example_id": None})
+                     if both_orders else [{**item.to_row(), "example_id": None}])
         digest = rows_hash(rows)
         path = data.with_name(f"{data.name}-mix{PAPER_MIX[0]}to{PAPER_MIX[1]}-{digest[:12]}")
         if path.is_dir():  # the same rows were mixed before: present means complete (the rename below)
             return path, mix
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
         datasets.Dataset.from_list(rows).save_to_disk(str(tmp))
-        manifest = {"name": path.name, "content_hash": digest, "rows": len(rows),
+        manifest = {"name": path.name, "content_hash": digest, "rows": len(rows), "both_orders": both_orders,
                     "source": {"folder": data.name, "content_hash": snapshot_hash(data)}, "data_mix": mix.to_dict()}
         (tmp / SNAPSHOT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         tmp.rename(path)
@@ -470,6 +483,19 @@ def run_metrics(p: RunProgress) -> dict[str, Any]:
         out["reward"] = p.reward[-1][1]
         out["mean_reward"] = sum(r for _, r in p.reward) / len(p.reward)
     return out
+
+
+def _example_units(ds: Any, *, both_orders: bool) -> list[list[int]]:
+    """The row indexes of each example in `ds`, in order: one row each, or (both orders) the two rows sharing a
+    `twin_key`, as the snapshot export writes them, one after the other."""
+    if not both_orders:
+        return [[i] for i in range(len(ds))]
+    keys, orders = list(ds["twin_key"]), list(ds["order"])
+    units = [[i, i + 1] for i in range(0, len(keys) - 1, 2) if keys[i] == keys[i + 1] and orders[i:i + 2] == [0, 1]]
+    if 2 * len(units) != len(keys):
+        raise InputError("the snapshot's rows in both orders are not in (example, other order) pairs: take the run "
+                         "again (the export is written afresh)")
+    return units
 
 
 def _is_demo(model: str) -> bool:

@@ -130,7 +130,8 @@ def run_number(value: Any, field: str) -> int:
 
 
 def train_request(snap: Any, model: Any, steps: Any, rate: Any, use_lora: Any, prompts: Any, size: Any, tokens: Any,
-                  every: Any, ckpt: Any, budget: Any, decayed: Any, dtype: Any, chosen_mix: Any) -> TrainRequest:
+                  every: Any, ckpt: Any, budget: Any, decayed: Any, dtype: Any, chosen_mix: Any,
+                  both: Any = False) -> TrainRequest:
     """The Train form's fields (in `train.FORM_FIELDS`' order) as a request; a size that is not a whole number is
     named."""
     return TrainRequest.from_form(
@@ -141,4 +142,4 @@ def train_request(snap: Any, model: Any, steps: Any, rate: Any, use_lora: Any, p
         max_completion_length=whole(tokens, "max completion tokens", minimum=1),
         save_steps=whole(every, "checkpoint every N steps", minimum=1), gradient_checkpointing=bool(ckpt),
         max_minutes=float(budget or 0), decay_over_time=bool(decayed), precision=dtype or "auto",
-        mix=chosen_mix or "paper")
+        mix=chosen_mix or "paper", both_orders=bool(both))

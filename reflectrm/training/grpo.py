@@ -157,6 +157,11 @@ class TrainConfig:
     logging_steps: int = 1  # a metrics line every N steps
     completions_to_record: int = 4  # sampled completions kept per step for watchers
     seed: int = field(default=0, metadata={"parse": seed_number})  # seeds data order, sampling and initialisation
+    # Position bias trained away (J1's consistency reward, arXiv 2505.10320): each example is rolled out in the same
+    # step as its other order (responses, or a reflection pair's critiques, exchanged) and the outcome reward pays a
+    # verdict only when right in both orders. Needs data written in both orders (the Train tab writes it; `reflectrm
+    # export training --both-orders`) and an even batch_size.
+    both_orders: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reward_weights", dict(self.reward_weights))
@@ -177,6 +182,9 @@ class TrainConfig:
         if self.max_steps > 0 and self.warmup_steps >= 1 and self.warmup_steps > self.max_steps:
             raise ConfigError(f"warmup_steps ({self.warmup_steps:g}) is longer than the run (max_steps "
                               f"{self.max_steps}): lower --warmup-steps, or give a share below 1")
+        if self.both_orders and self.batch_size % 2:
+            raise ConfigError(f"both_orders rolls out an example and its other order in one step: batch_size must be "
+                              f"even, got {self.batch_size}")
         if self.save_total_limit is not None and not (_whole(self.save_total_limit) and self.save_total_limit >= 1):
             raise ConfigError(f"save_total_limit must be a whole number >= 1 (or None: keep every checkpoint), "
                               f"got {self.save_total_limit!r}")
@@ -303,6 +311,9 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
         disable_tqdm=True,
         log_completions=False,
         remove_unused_columns=False,  # the reward functions read the label and task columns
+        # both orders: the rows come as (example, other order) blocks in a seeded order (`twin_blocks`), kept in order
+        # so that a step of an even number of prompts always holds both rows of a block
+        shuffle_dataset=not config.both_orders,
         seed=config.seed,
         data_seed=config.seed,
     )
@@ -351,6 +362,10 @@ def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, 
         check_checkpoint(resumable)
     if config.lora:
         check_lora_targets(model, config.lora_target_modules)
+    if config.both_orders:
+        from reflectrm.training.data import load_snapshot
+
+        twin_blocks(load_snapshot(data), seed=config.seed)  # rows not in both orders: said before the run starts
 
 
 def check_lora_targets(model: str, targets: Sequence[str]) -> None:
@@ -530,6 +545,8 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
 
     check_model(model)
     dataset = load_snapshot(data)
+    if config.both_orders:
+        dataset = twin_blocks(dataset, seed=config.seed)
     tokenizer = load_tokenizer(model)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args = grpo_args(config, files.root, world_size=world_size)
@@ -538,7 +555,7 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     callback = RunCallback(files, stop, max_time_s=config.max_time_s, decay_over_time=config.lr_scheduler == TIME_DECAY)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[_recording(REWARDS[name], files, config, record=i == 0)
+        reward_funcs=[_recording(reward_function(name, config), files, config, record=i == 0)
                       for i, name in enumerate(config.reward_weights)],
         args=args,
         train_dataset=dataset,
@@ -557,6 +574,42 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
                        last_checkpoint=newest.path if newest else None, metrics=dict(output.metrics),
                        ended_by="cancel" if cancelled else callback.ended_by or "steps")
+
+
+def reward_function(name: str, config: TrainConfig) -> Any:
+    """The reward a run pays under `name`: with `both_orders`, the outcome reward ("accuracy") is the consistency
+    reward (right in both orders)."""
+    return REWARDS["consistency" if config.both_orders and name == "accuracy" else name]
+
+
+def twin_blocks(dataset: Any, *, seed: int) -> Any:
+    """The rows as (example, other order) blocks in a seeded random order, each block's order-0 row first.
+
+    Refused in one line: rows without the `twin_key` and `order` columns, or a key without exactly one row of each
+    order (a snapshot written in one order, or edited by hand)."""
+    import random
+
+    from reflectrm.training.recipe import TWIN_FIELDS
+
+    missing = [c for c in TWIN_FIELDS if c not in dataset.column_names]
+    if missing:
+        raise ConfigError(f"both_orders needs rows written in both orders (columns {', '.join(TWIN_FIELDS)}; missing "
+                          f"{', '.join(missing)}): start the run from the Train tab with 'Both orders', or export the "
+                          "snapshot with `reflectrm export training --both-orders`")
+    blocks: dict[str, dict[int, int]] = {}
+    for i, (key, side) in enumerate(zip(dataset["twin_key"], dataset["order"], strict=True)):
+        sides = blocks.setdefault(str(key), {})
+        if side not in (0, 1) or side in sides:
+            raise ConfigError(f"row {i}: twin_key {str(key)[:12]}... has {'a second' if side in sides else 'a bad'} "
+                              f"order {side!r}: each key needs one row of order 0 and one of order 1")
+        sides[side] = i
+    broken = next((k for k, sides in blocks.items() if len(sides) != 2), None)
+    if broken is not None:
+        raise ConfigError(f"twin_key {broken[:12]}... has one row: each key needs one row of order 0 and one of "
+                          "order 1 (write the snapshot in both orders again)")
+    keys = sorted(blocks)
+    random.Random(seed).shuffle(keys)
+    return dataset.select([blocks[k][side] for k in keys for side in (0, 1)])
 
 
 @contextlib.contextmanager

@@ -193,6 +193,31 @@ def reflection_example(pair: PreferencePair, critiques: tuple[Analysis, Analysis
     return TrainingExample(prompt=tuple(prompt), label=label, task=Task.ANALYSIS, origin=origin, pair_id=pair.id)
 
 
+def other_order(pair: PreferencePair, *, label: Choice, critiques: tuple[Analysis, Analysis] | None = None,
+                rendering: Rendering = Rendering(), origin: str) -> TrainingExample:
+    """An example in the other order: a preference example with the responses exchanged, or (with `critiques`, the
+    order the example shows them in) a reflection example with the critiques exchanged; the label follows the
+    right candidate, and the row keeps the pair's own id."""
+    other: Choice = 3 - label  # type: ignore[assignment]
+    if critiques is None:
+        ex = preference_example(pair.swapped(), label=other, rendering=rendering, origin=origin)
+    else:
+        ex = reflection_example(pair, (critiques[1], critiques[0]), label=other, rendering=rendering, origin=origin)
+    return TrainingExample(prompt=ex.prompt, label=ex.label, task=ex.task, origin=ex.origin, pair_id=pair.id)
+
+
+TWIN_FIELDS = ("twin_key", "order")
+"""The columns of rows written in both orders: `twin_key` is shared by an example and its other order (the first
+row's identity hash), `order` is 0 for the example as derived and 1 for the other order. GRPO's both-orders option
+(`TrainConfig.both_orders`) rolls out both in one step and pays a verdict only when both are right."""
+
+
+def in_both_orders(row: Mapping[str, Any], twin: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`row` and its other order `twin` as two rows sharing a `twin_key` (orders 0 and 1), in that order."""
+    key = rows_hash([row])
+    return [{**row, "twin_key": key, "order": 0}, {**twin, "twin_key": key, "order": 1}]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DerivedExamples:
     """What one item (a judged pair and a verdict) gives: a preference example and reflection pairs."""

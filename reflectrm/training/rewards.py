@@ -73,6 +73,32 @@ def accuracy_reward(
     return rewards
 
 
+def consistency_reward(
+    completions: Sequence[Completion], label: Sequence[int], task: Sequence[str], *,
+    twin_key: Sequence[str] | None = None, order: Sequence[int] | None = None,
+    min_analysis_chars: int = MIN_ANALYSIS_CHARS, **kwargs: Any
+) -> list[float]:
+    """The accuracy reward paid only when the judge is right in both orders (J1's consistency reward,
+    arXiv 2505.10320): for rows written in both orders (`reflectrm.training.recipe.TWIN_FIELDS`), the k-th completion
+    of an example and the k-th completion of its other order, rolled out in the same step, are each paid 1.0 only
+    when both are right. A completion whose other order is not in the call (a row written in one order, or a step
+    that split a pair) is paid as `accuracy_reward` pays it."""
+    paid = accuracy_reward(completions, label, task, min_analysis_chars=min_analysis_chars)
+    if twin_key is None or order is None:
+        return paid
+    seen: dict[tuple[str, int], list[int]] = {}
+    rank = []
+    for i, (key, side) in enumerate(zip(twin_key, order, strict=True)):
+        group = seen.setdefault((key, int(side)), [])
+        rank.append(len(group))
+        group.append(i)
+    rewards = []
+    for i, (key, side) in enumerate(zip(twin_key, order, strict=True)):
+        partners = seen.get((key, 1 - int(side)), []) if key else []
+        rewards.append(paid[i] * paid[partners[rank[i]]] if rank[i] < len(partners) else paid[i])
+    return rewards
+
+
 def format_reward(completions: Sequence[Completion], task: Sequence[str], *,
                   min_analysis_chars: int = MIN_ANALYSIS_CHARS, **kwargs: Any) -> list[float]:
     """1.0 for a well-formed `<Analysis>` of at least `min_analysis_chars` characters and a `<Result>`
@@ -92,8 +118,10 @@ def format_reward(completions: Sequence[Completion], task: Sequence[str], *,
 RewardFunction = Callable[..., list[float]]
 """TRL's convention: keyword arguments (`prompts`, `completions`, dataset columns ...) in, one float per completion out."""
 
-BUILTIN_REWARDS: Mapping[str, RewardFunction] = MappingProxyType({"accuracy": accuracy_reward, "format": format_reward})
-"""The task-independent rewards: the paper's outcome reward, and a format reward."""
+BUILTIN_REWARDS: Mapping[str, RewardFunction] = MappingProxyType({"accuracy": accuracy_reward, "format": format_reward,
+                                                                  "consistency": consistency_reward})
+"""The task-independent rewards: the paper's outcome reward, a format reward, and the outcome reward paid only when
+right in both orders (what `TrainConfig.both_orders` trains with in the outcome reward's place)."""
 
 REWARD_PLUGINS: Mapping[str, str] = MappingProxyType({
     "arithmetic": "reflectrm.demo.rewards:arithmetic_reward",  # the demo domain's process reward (demo data only)

@@ -4,6 +4,7 @@ found that even 2:1 hurts. "As is" keeps every row; the run's stored config says
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -178,3 +179,55 @@ def test_replay_never_takes_a_conversation_an_evaluation_run_measured(tmp_path: 
         assert sorted(e.pair_id for e in services.training.replay_pool(empty)) == ["free-0", "free-1"]
     finally:
         services.close()
+
+
+def _blocks(folder: Path) -> list[tuple[dict, dict]]:
+    """The rows of a both-orders data folder as (example, other order) pairs, checked to be adjacent."""
+    from reflectrm.training.data import load_snapshot
+
+    rows = list(load_snapshot(folder))
+    assert len(rows) % 2 == 0
+    blocks = list(zip(rows[::2], rows[1::2], strict=True))
+    for first, second in blocks:
+        assert first["twin_key"] == second["twin_key"] and (first["order"], second["order"]) == (0, 1)
+        assert first["task"] == second["task"] and first["label"] + second["label"] == 3
+        assert first["pair_id"] == second["pair_id"] and first["prompt"] != second["prompt"]
+    return blocks
+
+
+@pytest.mark.parametrize("mix", ["paper", "as_is"])
+def test_both_orders_trains_every_kept_example_with_its_other_order(services: Services, monkeypatch, mix) -> None:
+    """The mix counts examples as it does in one order, and keeps or cuts an example with its other order."""
+    one, _ = _start(services, monkeypatch, mix=mix)
+    data, config = _start(services, monkeypatch, mix=mix, both_orders=True)
+    assert config["both_orders"] is True and data != one
+    blocks = _blocks(data)
+    assert Counter(first["task"] for first, _ in blocks) == _kinds(one)  # the same counts, each in both orders
+    assert _start(services, monkeypatch, mix=mix, both_orders=True)[0] == data  # seeded: the same rows again
+
+
+def test_both_orders_replays_each_example_with_its_other_order(services: Services, monkeypatch) -> None:
+    from reflectrm.demo.tasks import make_pairs
+
+    for p in make_pairs(12, seed=11, source="demo-arith-more"):
+        services.judging.judge(p)
+    data, config = _start(services, monkeypatch, both_orders=True)
+    replayed = [(a, b) for a, b in _blocks(data) if a["origin"] == "replay"]
+    assert len(replayed) == config["data_mix"]["replay"] > 0
+    assert all(b["origin"] == "replay" for _, b in replayed)
+
+
+def test_the_store_exports_training_rows_in_both_orders_and_refuses_other_kinds(services: Services,
+                                                                                tmp_path: Path) -> None:
+    store = services.runtime.store
+    one, both = tmp_path / "one.jsonl", tmp_path / "both.jsonl"
+    n = store.export("training", fmt="jsonl", out=one, snapshot="s1")
+    assert store.export("training", fmt="jsonl", out=both, snapshot="s1", both_orders=True) == 2 * n
+    rows = [json.loads(line) for line in both.read_text().splitlines()]
+    firsts = [{k: v for k, v in r.items() if k not in ("twin_key", "order")} for r in rows[::2]]
+    assert firsts == [json.loads(line) for line in one.read_text().splitlines()]  # order 0: the rows as exported
+    folder = tmp_path / "hf"
+    store.export("training", fmt="hf", out=folder, snapshot="s1", both_orders=True)
+    assert len(_blocks(folder)) == n
+    with pytest.raises(InputError, match="both orders applies to training rows"):
+        store.export("judgments", fmt="jsonl", out=tmp_path / "j.jsonl", both_orders=True)

@@ -19,7 +19,7 @@ def test_names_resolve_to_builtins_plugins_and_paths():
     assert REWARDS["accuracy"] is accuracy_reward
     assert REWARDS["arithmetic"] is arithmetic_reward  # the plugin, loaded by its import path
     assert REWARDS["reflectrm.training.rewards:format_reward"] is BUILTIN_REWARDS["format"]
-    assert set(REWARDS) == {"accuracy", "format", "arithmetic"}
+    assert set(REWARDS) == {"accuracy", "format", "consistency", "arithmetic"}
     assert "no-such-reward" not in REWARDS
 
 

@@ -65,7 +65,7 @@ class TrainPage:
 
 
 FORM_FIELDS = ("snapshot", "base_model", "max_steps", "lr", "lora", "batch", "group", "length", "save", "grad_ckpt",
-               "minutes", "decay", "precision", "mix")
+               "minutes", "decay", "precision", "mix", "both_orders")
 """The form's fields, in the order `forms.train_request` takes them."""
 
 
@@ -104,6 +104,10 @@ def _form(d: TrainRequest) -> dict[str, Any]:
     f["mix"] = gr.Radio([(label, key) for key, label in MIXES.items()], value="paper",
                         label="Mix of preference examples and reflection pairs", elem_id="train-mix")
     f["snapshot_mix"] = gr.Markdown(elem_id="train-snapshot-mix")
+    f["both_orders"] = gr.Checkbox(
+        d.config.both_orders, elem_id="train-both-orders",
+        label="Both orders: roll out each example in both orders, pay a verdict only when right in both "
+              "(trains position bias away; the Audit tab measures it)")
     f["base_model"] = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                  elem_id="train-base-model")
     with gr.Row():
