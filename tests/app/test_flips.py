@@ -21,7 +21,8 @@ from reflectrm.errors import InputError
 from reflectrm.eval.runner import EvalPlan
 from reflectrm.pipeline import judge_many
 from reflectrm_app.services import Services
-from reflectrm_app.services.evaluation import EvalRequest, Flips
+from reflectrm_app.services.evaluation import EvalRequest, FlippedPair, Flips, RelatedCorrection, RelatedCorrections
+from reflectrm_app.ui import views
 from tests.app.conftest import make_services
 from tests.app.test_promotion import CONFIG
 from tests.conftest import critique_output, response_output
@@ -214,3 +215,37 @@ def test_flips_of_runs_on_other_pairs_are_refused(tmp_path: Path) -> None:
             services.evaluation.flipped_pairs(first.id, second.id)
     finally:
         services.close()
+
+
+# --- the lines over the two tables say how many, and when a table is cut -----------------------------------------
+
+def _flips(n_fixed: int, n_broken: int, *, related: int = 0, cut: bool = False) -> Flips:
+    """A comparison's flips as values (the view's wording is pure: no store needed)."""
+    flipped = tuple(FlippedPair(item_id=f"p{k}", strategy="greedy", swapped=False, direction=direction,
+                                judge_judgment=2 * k + 1, checkpoint_judgment=2 * k + 2, query=f"q{k}", keys=None)
+                    for k, direction in enumerate(["fixed"] * n_fixed + ["broken"] * n_broken))
+    rows = tuple(RelatedCorrection(correction_id=100 - k, judgment_id=k + 1, author="ana", verdict=2, shares="template",
+                                   with_items=tuple(f"p{i}" for i in range(7))) for k in range(related))
+    return Flips(judge_run=1, checkpoint_run=2, flipped=flipped, related=RelatedCorrections(rows, cut=cut))
+
+
+@pytest.mark.parametrize(("flips", "limit", "flipped_line", "rows", "related_line"), [
+    pytest.param(_flips(1, 2, related=1), 300, "3 flipped (pair, strategy, order): 1 fixed, 2 broken; select a row",
+                 3, "1 active correction(s) share a problem or a template with the flipped pairs, newest first",
+                 id="all-shown"),
+    pytest.param(_flips(0, 5, related=2, cut=True), 3, "5 flipped (pair, strategy, order): 0 fixed, 5 broken; the "
+                 "first 3 shown", 3, "(the newest 2 shown: more do)", id="both-cut-and-said"),
+    pytest.param(_flips(2, 0), 300, "2 flipped (pair, strategy, order): 2 fixed, 0 broken", 2,
+                 "no active correction shares a problem or a template", id="nothing-related"),
+    pytest.param(_flips(0, 0), 300, "0 flipped (pair, strategy, order): 0 fixed, 0 broken", 0,
+                 "no pair flipped: no corrections to relate", id="nothing-flipped"),
+])
+def test_the_lines_over_the_tables(flips: Flips, limit: int, flipped_line: str, rows: int, related_line: str) -> None:
+    assert flipped_line in views.flips_text(flips, limit=limit)
+    assert views.flips_text(flips, limit=limit).startswith("runs 1 (the judge) and 2 (the checkpoint): ")
+    assert len(views.flipped_frame(flips, limit=limit)) == rows
+    assert related_line in views.related_text(flips)
+    related = views.related_frame(flips)
+    assert list(related.columns) == list(views.RELATED_COLUMNS) and len(related) == len(flips.related.rows)
+    if len(related):  # seven flipped pairs shared: five named, the rest counted
+        assert related.iloc[0].tolist() == [100, "ana", "Response 2", "template", "p0, p1, p2, p3, p4 and 2 more"]
