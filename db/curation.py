@@ -20,7 +20,9 @@ from sqlalchemy.orm import Session
 from reflectrm_db import models as m
 from reflectrm_db import training_rows
 from reflectrm_db.derivation import Analysis, Mark, check_correction
-from reflectrm_db.records import CorrectionRecord, ExampleKind, ExampleRecord, LabelledDerivation, SnapshotRecord
+from reflectrm_db.records import (
+    CorrectedPair, CorrectionRecord, ExampleKind, ExampleRecord, LabelledDerivation, SnapshotRecord,
+)
 from reflectrm_db.repository import get_judgments, get_pairs, seen_pair
 from reflectrm_db.types import utcnow
 from reflectrm.core.types import Choice
@@ -321,6 +323,21 @@ def get_corrections(
     if not include_withdrawn:
         stmt = stmt.where(m.Correction.active.is_(True))
     return [_correction_record(session, row) for row in session.scalars(stmt)]
+
+
+def corrected_pairs(session: Session, *, limit: int, before: int | None = None) -> list[CorrectedPair]:
+    """Active corrections with their pairs, newest first (by id), at most `limit`, ids below `before` when given:
+    the keyset pages a caller that looks at every correction's pair reads them in."""
+    stmt = (select(m.Correction.id, m.Correction.judgment_id, m.Correction.author, m.Correction.verdict,
+                   m.Correction.created_at, m.Judgment.pair_id)
+            .join(m.Judgment, m.Judgment.id == m.Correction.judgment_id)
+            .where(m.Correction.active.is_(True)).order_by(m.Correction.id.desc()).limit(limit))
+    if before is not None:
+        stmt = stmt.where(m.Correction.id < before)
+    rows = session.execute(stmt).all()
+    pairs = get_pairs(session, pair_ids=[r.pair_id for r in rows])
+    return [CorrectedPair(id=r.id, judgment_id=r.judgment_id, author=r.author, verdict=r.verdict,
+                          created_at=r.created_at, pair=pairs[r.pair_id]) for r in rows]
 
 
 def _correction_record(session: Session, row: m.Correction) -> CorrectionRecord:

@@ -99,6 +99,18 @@ class CorrectionRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CorrectedPair:
+    """An active correction with the pair it corrects (`JudgmentStore.corrected_pairs`): no marks, no examples."""
+
+    id: int  # the correction's
+    judgment_id: int
+    author: str
+    verdict: Choice
+    created_at: datetime
+    pair: PreferencePair
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ExampleRecord:
     """A derived training example with its provenance.
 

@@ -181,6 +181,18 @@ def get_pairs(session: Session, *, pair_ids: Sequence[int]) -> dict[int, Prefere
     return out
 
 
+def judgment_pairs(session: Session, *, judgment_ids: Sequence[int]) -> dict[int, PreferencePair]:
+    """The stored pair of each judgment (its own pair row, in the stored order), by judgment id."""
+    out: dict[int, PreferencePair] = {}
+    pair_table = m.Pair.__table__
+    for chunk in _chunks(list(dict.fromkeys(judgment_ids)), _IN_CHUNK):
+        stmt = (select(m.Judgment.id.label("judgment_id"), *pair_table.c)
+                .join(pair_table, pair_table.c.id == m.Judgment.pair_id).where(m.Judgment.id.in_(chunk)))
+        for row in session.execute(stmt):
+            out[row.judgment_id] = pair_from_row(row)
+    return out
+
+
 def pairs_with_content(session: Session, *, fingerprints: Sequence[str], limit: int) -> list[StoredPair]:
     """Stored pairs whose content (`PreferencePair.fingerprint`: conversation and both responses) is one of
     `fingerprints`, whatever their label, source or id; in id order, at most `limit`."""

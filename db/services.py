@@ -30,6 +30,7 @@ from reflectrm_db.engine import make_engine, run_transaction, session_factories
 from reflectrm_db.formats import check_export
 from reflectrm_db.importing import read_pair_file
 from reflectrm_db.records import (
+    CorrectedPair,
     CorrectionRecord,
     ExampleKind,
     ExampleRecord,
@@ -277,6 +278,10 @@ class JudgmentStore:
         found = self._read(lambda s: repository.get_pairs(s, pair_ids=pair_ids))
         return [found[i] for i in pair_ids if i in found]
 
+    def judgment_pairs(self, judgment_ids: Sequence[int]) -> dict[int, PreferencePair]:
+        """The stored pair of each judgment, by judgment id (a missing judgment is left out)."""
+        return self._read(lambda s: repository.judgment_pairs(s, judgment_ids=judgment_ids))
+
     def record(self, judgments: Sequence[Judgment], *, swapped: bool, idempotent: bool = False) -> list[int]:
         """Store judgments with their samples and reflections; returns their row ids, in order.
 
@@ -430,6 +435,10 @@ class JudgmentStore:
                 s, correction_ids=correction_ids, judgment_id=judgment_id, include_withdrawn=include_withdrawn
             )
         )
+
+    def corrected_pairs(self, *, limit: int = 500, before: int | None = None) -> list[CorrectedPair]:
+        """Active corrections with the pairs they correct, newest first; `before` (a correction id) pages on."""
+        return self._read(lambda s: curation.corrected_pairs(s, limit=limit, before=before))
 
     # --- training examples and snapshots -------------------------------------------------------------
 

@@ -40,13 +40,15 @@ from reflectrm.eval.benchmarks import (
 )
 from reflectrm.eval.benchmarks import select as select_pairs
 from reflectrm.eval.compare import GateVerdict, compare_items, gate
+from reflectrm.eval.flips import Keys, SharedKeys, flipped_items, pair_keys
 from reflectrm.files.readers import load_pairs
 from reflectrm.eval.report import compare_markdown, json_safe, markdown, svg_plot
 from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report
 
 __all__ = ("DATA_SET_PREFIX", "ITEM_COLUMNS", "NOT_GATED", "PROMOTION_COLUMNS", "RUN_COLUMNS", "CheckpointComparison",
-           "EvalRequest", "EvaluationService", "Evaluations", "EvalReportView", "NeedsOverride", "Promoted",
+           "EvalRequest", "EvaluationService", "Evaluations", "EvalReportView", "FlippedPair", "Flips", "NeedsOverride",
+           "Promoted", "RelatedCorrection", "RelatedCorrections",
            "both_orders_by_default", "pairs_fingerprint")
 
 
@@ -257,9 +259,10 @@ class NeedsOverride(InputError):
     """The promotion gate found the checkpoint significantly worse than the active judge: promoting it anyway
     takes an explicit override with the reviewer's name (recorded). `lines`: the gate's summary and sets."""
 
-    def __init__(self, message: str, *, lines: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, *, lines: Sequence[str] = (), runs: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.lines = tuple(lines)
+        self.runs = runs  # (the judge's run, the checkpoint's run) the gate compared
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +271,64 @@ class Promoted:
 
     record: PromotionRecord
     path: str
+
+
+FLIPS_SHOWN = 300
+"""Flipped pairs, and corrections sharing a problem or template with them, shown at most (the newest corrections
+first); a view that cuts says so."""
+CORRECTIONS_PAGE = 500
+"""Active corrections read per query while looking for the ones that share a problem or template with flipped pairs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlippedPair:
+    """A pair (one strategy, one order) one of two compared runs got right and the other wrong.
+
+    Attributes:
+        direction: "fixed" (the checkpoint right, the judge wrong) or "broken" (the other way).
+        judge_judgment / checkpoint_judgment: the stored judgments, each one opens in the anatomy.
+        query: the pair's user query, flattened and cut short (plain text: data, never markup).
+        keys: its problem and template (`reflectrm.eval.flips.pair_keys`); None when no judgment was kept.
+    """
+
+    item_id: str
+    strategy: str
+    swapped: bool
+    direction: str
+    judge_judgment: int | None
+    checkpoint_judgment: int | None
+    query: str
+    keys: Keys | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelatedCorrection:
+    """An active correction whose pair shares a problem or a template with flipped pairs (`with_items`)."""
+
+    correction_id: int
+    judgment_id: int
+    author: str
+    verdict: int
+    shares: str  # "problem" or "template"
+    with_items: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RelatedCorrections:
+    """The corrections found, newest first; `cut`: more shared something than `rows` holds."""
+
+    rows: tuple[RelatedCorrection, ...]
+    cut: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flips:
+    """What the Train tab shows under a comparison: its flipped pairs and the corrections related to them."""
+
+    judge_run: int
+    checkpoint_run: int
+    flipped: tuple[FlippedPair, ...]
+    related: RelatedCorrections
 
 
 class EvaluationService:
@@ -412,6 +473,59 @@ class EvaluationService:
                              i.label, i.verdict, why])
         return rows[:limit]
 
+    # --- what a comparison changed: the flipped pairs, and corrections sharing a problem or template -------------
+
+    def flips(self, judge_run: int, checkpoint_run: int, *, limit: int = FLIPS_SHOWN) -> Flips:
+        """The comparison's flipped pairs and the corrections related to them (`related_corrections`)."""
+        flipped = self.flipped_pairs(judge_run, checkpoint_run)
+        return Flips(judge_run=int(judge_run), checkpoint_run=int(checkpoint_run), flipped=tuple(flipped),
+                     related=self.related_corrections(flipped, limit=limit))
+
+    def flipped_pairs(self, judge_run: int, checkpoint_run: int) -> list[FlippedPair]:
+        """Every pair both runs scored (the same pair, strategy and order) that one got right and the other wrong.
+
+        "fixed": the checkpoint's run (`checkpoint_run`) right where the judge's was wrong; "broken": the other way.
+        Each carries both runs' judgment ids (to open in the anatomy), its short query and its problem and template.
+        """
+        a, b = self._get(judge_run), self._get(checkpoint_run)
+        _check_same_pairs(a, b)
+        flips = flipped_items(self.evals.items(a.id), self.evals.items(b.id))
+        shown = {f.item_id: f.judgment_b if f.judgment_b is not None else f.judgment_a for f in flips}
+        pairs = self.runtime.store.judgment_pairs([j for j in shown.values() if j is not None])
+        out = []
+        for f in flips:
+            pair = pairs.get(shown[f.item_id])  # type: ignore[arg-type]
+            out.append(FlippedPair(item_id=f.item_id, strategy=f.strategy, swapped=f.swapped, direction=f.direction,
+                                   judge_judgment=f.judgment_a, checkpoint_judgment=f.judgment_b,
+                                   query=_short(pair.query) if pair else "",
+                                   keys=pair_keys(pair) if pair else None))
+        return out
+
+    def related_corrections(self, flipped: Sequence[FlippedPair], *, limit: int = FLIPS_SHOWN) -> RelatedCorrections:
+        """Active corrections whose pair shares the problem (the same conversation) or the template (the same
+        conversation, numbers masked) with a flipped pair; newest first, at most `limit` (`cut` says there are more).
+
+        Every active correction is looked at, a page at a time: the keys are the library's (`reflectrm.eval.flips`),
+        not columns SQL could filter on.
+        """
+        keys = {f.item_id: f.keys for f in flipped if f.keys is not None}
+        if not keys:  # nothing flipped: nothing to relate, no corrections read
+            return RelatedCorrections((), cut=False)
+        index, rows = SharedKeys(keys), list[RelatedCorrection]()
+        before: int | None = None
+        while True:
+            page = self.runtime.store.corrected_pairs(limit=CORRECTIONS_PAGE, before=before)
+            for c in page:
+                if (shared := index.relate(pair_keys(c.pair))) is None:
+                    continue
+                if len(rows) == limit:
+                    return RelatedCorrections(tuple(rows), cut=True)
+                rows.append(RelatedCorrection(correction_id=c.id, judgment_id=c.judgment_id, author=c.author,
+                                              verdict=c.verdict, shares=shared.shares, with_items=shared.with_items))
+            if len(page) < CORRECTIONS_PAGE:
+                return RelatedCorrections(tuple(rows), cut=False)
+            before = page[-1].id
+
     # --- the promotion gate: a checkpoint made the judge only if it is not significantly worse ---------------
 
     def promote(self, checkpoint: str, *, by: str = "", override: bool = False, alpha: float = 0.05) -> Promoted:
@@ -432,7 +546,8 @@ class EvaluationService:
         if worse and not override:
             raise NeedsOverride(f"not promoted: the checkpoint is significantly worse than the active judge on "
                                 f"{', '.join(verdict.worse_sets)} (runs {runs[0].id} and {runs[1].id}); to use it anyway tick "
-                                "\"Override: use it anyway\", give your name and press Use as judge again", lines=lines)
+                                "\"Override: use it anyway\", give your name and press Use as judge again", lines=lines,
+                                runs=(runs[0].id, runs[1].id))
         path = self.runtime.use_judge(checkpoint)
         record = self.runtime.store.record_promotion(
             model=path, previous=previous, promoted_by=who or "unnamed", overridden=worse,
@@ -474,6 +589,11 @@ class EvaluationService:
                              "Evaluate against the judge again to finish it, then Use as judge")
         verdict = gate(self.evals.compare(runs[0].id, runs[1].id), alpha=alpha)
         return verdict, [verdict.summary(), *(s.summary() for s in verdict.sets)]
+
+
+def _short(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _same_comparison(judge: EvalRunRecord, checkpoint: EvalRunRecord) -> bool:

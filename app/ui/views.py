@@ -23,10 +23,12 @@ from reflectrm_app.records import (
 from reflectrm_db.records import CorrectionRecord, JudgmentSummary, LabelledDerivation, SnapshotRecord, TrainingRunRecord
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
+from reflectrm.eval.flips import FIXED
 from reflectrm.render import stage2_text
 from reflectrm.training.runs import Checkpoint
 
 if TYPE_CHECKING:
+    from reflectrm_app.services.evaluation import Flips
     from reflectrm_app.services.training import DataMix
     from reflectrm.demo import MeasuredStage2
 
@@ -595,3 +597,61 @@ def checkpoint_choices(checkpoints: Sequence[Checkpoint]) -> list[tuple[str, str
         return f"step {c.step}: {kind} ({c.path.name})"
 
     return [(label(c), str(c.path)) for c in reversed(checkpoints)]
+
+
+# --- a comparison's flipped pairs and the corrections related to them (the Train tab) ----------------------------
+
+FLIP_COLUMNS = ("direction", "strategy", "order", "pair", "query", "checkpoint's judgment", "judge's judgment")
+RELATED_COLUMNS = ("correction", "author", "verdict", "shares", "with flipped pair(s)")
+
+
+def flipped_frame(flips: Flips, *, limit: int) -> pd.DataFrame:
+    """The flipped pairs (at most `limit`): direction, strategy, order, pair id, query, both judgment ids."""
+    return pd.DataFrame([[f.direction, f.strategy, "swapped" if f.swapped else "as given", f.item_id, f.query,
+                          _judgment_cell(f.checkpoint_judgment), _judgment_cell(f.judge_judgment)]
+                         for f in flips.flipped[:limit]], columns=list(FLIP_COLUMNS))
+
+
+def _judgment_cell(judgment_id: int | None) -> str:
+    return "" if judgment_id is None else str(judgment_id)
+
+
+def related_frame(flips: Flips) -> pd.DataFrame:
+    """The corrections sharing a problem or a template with flipped pairs, newest first."""
+    return pd.DataFrame([[c.correction_id, c.author, _resp(c.verdict), c.shares, _items_text(c.with_items)]
+                         for c in flips.related.rows], columns=list(RELATED_COLUMNS))
+
+
+def _items_text(items: Sequence[str], *, shown: int = 5) -> str:
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
+def flips_text(flips: Flips, *, limit: int) -> str:
+    """One line over the flipped table: the runs, how many flipped each way, and whether the table is cut."""
+    fixed = sum(f.direction == FIXED for f in flips.flipped)
+    total = len(flips.flipped)
+    head = (f"runs {flips.judge_run} (the judge) and {flips.checkpoint_run} (the checkpoint): {total} flipped "
+            f"(pair, strategy, order): {fixed} fixed, {total - fixed} broken")
+    if total > limit:
+        head += f"; the first {limit} shown"
+    return head + ("; select a row to open both judgments" if total else "")
+
+
+def related_text(flips: Flips) -> str:
+    """One line over the related corrections: how many, and whether they were cut."""
+    rows, cut = flips.related.rows, flips.related.cut
+    if not flips.flipped:
+        return "no pair flipped: no corrections to relate"
+    if not rows:
+        return "no active correction shares a problem or a template with the flipped pairs"
+    return (f"{len(rows)} active correction(s) share a problem or a template with the flipped pairs"
+            + (f" (the newest {len(rows)} shown: more do)" if cut else ", newest first"))
+
+
+def flipped_frame_empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(FLIP_COLUMNS))
+
+
+def related_frame_empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(RELATED_COLUMNS))

@@ -2,7 +2,8 @@
 
 The store holds a snapshot of corrected judgments before the server starts; the browser starts a
 short GRPO run on it, watches its progress, and makes its final model the active judge through the promotion
-gate: stored runs that find it worse than the active judge block it until a named reviewer overrides.
+gate: stored runs that find it worse than the active judge block it until a named reviewer overrides, and the
+pairs that comparison flipped each open in the anatomy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 from reflectrm_db.services import JudgmentStore  # noqa: E402
 from reflectrm.backends import ScriptedBackend  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
+from reflectrm.core.types import PreferencePair  # noqa: E402
 from reflectrm.defaults import default_model  # noqa: E402
 from reflectrm.demo.tasks import make_pairs  # noqa: E402
 from reflectrm.training.runs import list_checkpoints  # noqa: E402
@@ -48,11 +50,39 @@ def _seed_snapshot(url: str) -> None:
 
 
 def _seed_a_worse_comparison(url: str, root: Path, *, checkpoint: str) -> None:
-    """Stored runs on the same pairs: the active judge always right, the checkpoint always wrong (scripted)."""
+    """Stored runs on the same pairs: the active judge always right, the checkpoint always wrong (scripted); and a
+    correction of a pair of the same template as theirs ("question #"), which the flipped pairs' view relates."""
     request = _request(root)
+    same_shape = PreferencePair(conversation=({"role": "user", "content": "question 99"},), response_1="GOOD x",
+                                response_2="BAD x", label=1, source="elsewhere")
     with JudgmentStore.open(url) as store:
         for model, judge in ((default_model(None), RIGHT), (checkpoint, WRONG)):
             Evaluations(store).run(request, backend=ScriptedBackend(judge, model_id=model), config=CONFIG)
+        [jid] = store.record(list(judge_many([same_shape], ScriptedBackend(RIGHT), CONFIG)), swapped=False)
+        store.correct(jid, verdict=1, author="bo")
+
+
+def _the_flipped_pairs_open_in_the_anatomy(page, url: str, *, checkpoint: str) -> None:  # noqa: ANN001
+    """Under the refused promotion: the 16 pair-orders the checkpoint broke, the related correction, and a row
+    that opens the checkpoint's judgment and the judge's, each in the full anatomy."""
+    note = wait_value(page, "train-flips-note", r"^(runs|error|not compared)")
+    assert re.fullmatch(r"runs \d+ \(the judge\) and \d+ \(the checkpoint\): 16 flipped \(pair, strategy, order\): "
+                        r"0 fixed, 16 broken; select a row to open both judgments", note), note
+    flipped = table(page, "train-flips")
+    assert len(flipped) == 16 and {(r["direction"], r["strategy"]) for r in flipped} == {("broken", "greedy")}
+    assert flipped[0]["pair"] == "p0" and flipped[0]["order"] == "as given" and flipped[0]["query"] == "question 0"
+    [related] = table(page, "train-related")
+    assert (related["author"], related["verdict"], related["shares"]) == ("bo", "Response 1", "template")
+    assert related["with flipped pair(s)"] == "p0, p1, p2, p3, p4 and 3 more"
+    mine, theirs = flipped[0]["checkpoint's judgment"], flipped[0]["judge's judgment"]
+    page.locator("#train-flips [role=gridcell]", has_text=re.compile(rf"^\s*{mine}\s*$")).first.click()
+    wait_value(page, "train-flip-status", r"^pair p0 \(greedy, as given\): broken$")
+    for elem, jid in (("train-flip-checkpoint", mine), ("train-flip-judge", theirs)):
+        expect(page.locator(f"#{elem} .rr-anatomy[data-judgment-id='{jid}']")).to_be_visible()
+    with JudgmentStore.open(url) as store:
+        models = [store.load(int(j)).judgment.model for j in (mine, theirs)]
+    assert models == [checkpoint, default_model(None)]
+    expect(page.locator("#train-flip-checkpoint")).to_contain_text("The checkpoint's judgment: judgment #" + mine)
 
 
 def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path) -> None:
@@ -104,6 +134,7 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         assert "greedy / overall: worse (A 100.0 %, B 0.0 %" in value(page, "train-gate")
         assert value(page, "active-judge").startswith("demo judge")
         assert table(page, "train-promotions") == []
+        _the_flipped_pairs_open_in_the_anatomy(page, db_url, checkpoint=checkpoint)
         page.check("#train-override input")
         page.fill("#train-reviewer textarea", "ana")
         page.click("#train-use")

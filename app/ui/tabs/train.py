@@ -1,5 +1,7 @@
 """The Train tab: GRPO runs on a snapshot, watched live (loss, reward, completions, log); use a checkpoint as
-the judge, or evaluate it against the active judge first (two stored runs, compared item by item)."""
+the judge, or evaluate it against the active judge first (two stored runs, compared item by item), and read what
+the comparison changed: the pairs that flipped either way (each opens in the anatomy) and the corrections that share
+a problem or a template with them."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ import gradio as gr
 import pandas as pd
 
 from reflectrm_app.ui import views
-from reflectrm_app.records import TrainRequest
-from reflectrm_app.services.evaluation import PROMOTION_COLUMNS, NeedsOverride
+from reflectrm_app.records import JudgeResult, TrainRequest
+from reflectrm_app.services.evaluation import FLIPS_SHOWN, PROMOTION_COLUMNS, NeedsOverride
 from reflectrm_app.services.training import MIXES
-from reflectrm_app.ui.forms import train_request, whole
+from reflectrm_app.ui.forms import judgment_number, train_request, whole
 from reflectrm_app.ui.tabs.common import (TabSpec, Workbench, failure_text, field_note, run_cancellable, session_key,
                                           unchanged, user_of)
 from reflectrm.errors import ReflectRMError
@@ -77,6 +79,7 @@ def build(wb: Workbench, tab: Any) -> None:
             status = gr.Textbox(label="Status", interactive=False, elem_id="train-status")
         with gr.Column(scale=3):
             watch = _watch_panel(wb.services.evaluation.choices())
+    flips = _flips_panel()
     runs = gr.Dataframe(views.runs_frame([]), label="Runs, newest first (select a row to watch it)",
                         interactive=False, elem_id="train-runs")
     completions = gr.Dataframe(views.completions_frame([]), label="Recent completions (newest first)",
@@ -85,7 +88,7 @@ def build(wb: Workbench, tab: Any) -> None:
                      elem_id="train-log")
     promotions = gr.Dataframe(promotions_frame(wb.services), label="Promotions, newest first", interactive=False,
                               elem_id="train-promotions")
-    page = TrainPage(form=form, status=status, watch={**watch, "promotions": promotions}, runs=runs,
+    page = TrainPage(form=form, status=status, watch={**watch, **flips, "promotions": promotions}, runs=runs,
                      completions=completions, log=log, timer=gr.Timer(2.0, active=False), watched=gr.State(None),
                      seen=gr.State({}))
     show = _shower(wb.services, page)
@@ -93,6 +96,7 @@ def build(wb: Workbench, tab: Any) -> None:
     _wire_runs(wb.services, page, show)
     _wire_checkpoints(wb, page)
     _wire_promotions(wb, page, tab)
+    _wire_flips(wb, page)
 
 
 def _form(d: TrainRequest) -> dict[str, Any]:
@@ -169,6 +173,47 @@ def _watch_panel(benchmarks: list[str]) -> dict[str, Any]:
             w["evaluate"] = gr.Button("Evaluate against the judge", elem_id="train-eval")
         w["evaluated"] = gr.Markdown(elem_id="train-eval-result")
     return w
+
+
+def _flips_panel() -> dict[str, Any]:
+    """What the latest comparison changed: its flipped pairs (a row opens both judgments' anatomies) and the
+    corrections that share a problem or a template with them. Filled by Evaluate against the judge and Use as judge."""
+    f: dict[str, Any] = {}
+    with gr.Accordion("What the comparison changed: flipped pairs and related corrections", open=True):
+        f["flips_note"] = gr.Textbox(label="Flipped pairs", interactive=False, elem_id="train-flips-note",
+                                     value="evaluate a checkpoint against the judge (or press Use as judge) to see "
+                                           "the pairs that flipped")
+        f["flipped"] = gr.Dataframe(views.flipped_frame_empty(), label="Flipped pairs (select a row to open both "
+                                    "judgments)", interactive=False, wrap=True, elem_id="train-flips")
+        f["flip_status"] = gr.Textbox(label="Status", interactive=False, elem_id="train-flip-status")
+        with gr.Row():
+            f["flip_checkpoint"] = gr.HTML(elem_id="train-flip-checkpoint", js_on_load=None)
+            f["flip_judge"] = gr.HTML(elem_id="train-flip-judge", js_on_load=None)
+        f["related_note"] = gr.Textbox(label="Corrections sharing a problem or template", interactive=False,
+                                       elem_id="train-related-note")
+        f["related"] = gr.Dataframe(views.related_frame_empty(), label="Active corrections sharing a problem (the "
+                                    "same conversation) or a template (the same, numbers masked) with a flipped pair",
+                                    interactive=False, wrap=True, elem_id="train-related")
+    return f
+
+
+FLIP_PARTS = ("flips_note", "flipped", "flip_status", "flip_checkpoint", "flip_judge", "related_note", "related")
+"""What showing a comparison's flips updates (`_flips_shown`)."""
+
+
+def _flips_shown(services: Any, w: dict[str, Any], runs: tuple[int, int] | None) -> dict[Any, Any]:
+    """The flips panel drawn for the compared runs (judge's, checkpoint's); None: nothing compared, panel emptied."""
+    empty = {w["flipped"]: views.flipped_frame_empty(), w["related"]: views.related_frame_empty(),
+             w["flip_status"]: "", w["flip_checkpoint"]: "", w["flip_judge"]: "", w["related_note"]: ""}
+    if runs is None:
+        return {**empty, w["flips_note"]: "not compared: this checkpoint was never evaluated against the judge"}
+    try:
+        flips = services.evaluation.flips(*runs)
+    except ReflectRMError as exc:
+        return {**empty, w["flips_note"]: f"error: {exc}"}
+    return {**empty, w["flips_note"]: views.flips_text(flips, limit=FLIPS_SHOWN),
+            w["flipped"]: views.flipped_frame(flips, limit=FLIPS_SHOWN), w["related"]: views.related_frame(flips),
+            w["related_note"]: views.related_text(flips)}
 
 
 def _shower(services: Any, page: TrainPage) -> Any:
@@ -295,7 +340,9 @@ def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
     """A checkpoint of the watched run: use it as the judge (through the promotion gate), or evaluate it against
     the active judge first."""
     services, w, status = wb.services, page.watch, page.status
-    use_outputs = [status, wb.active_judge, page.form["base_model"], w["gate"], w["promotions"], w["override"]]
+    flip_outputs = [w[k] for k in FLIP_PARTS]
+    use_outputs = [status, wb.active_judge, page.form["base_model"], w["gate"], w["promotions"], w["override"],
+                   *flip_outputs]
 
     def use_checkpoint(run_id, path, override, name, request: gr.Request):
         if run_id is None or not path:
@@ -305,20 +352,26 @@ def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
             found = services.training.checkpoint(int(run_id), path)
             promoted = services.evaluation.promote(str(found.path), by=user_of(request) or name or "",
                                                    override=bool(override))
-        except NeedsOverride as exc:
-            return {**unchanged(use_outputs), status: f"refused: {exc}", w["gate"]: "\n".join(exc.lines)}
+        except NeedsOverride as exc:  # the refusal's comparison: what flipped, to read before overriding
+            return {**unchanged(use_outputs), **_flips_shown(services, w, exc.runs), status: f"refused: {exc}",
+                    w["gate"]: "\n".join(exc.lines)}
         except ReflectRMError as exc:
             return {**unchanged(use_outputs), status: f"error: {exc}"}
         p = promoted.record
         how = f"gate: {p.verdict}" + (f", overridden by {p.promoted_by}" if p.overridden else "")
-        return {status: f"{views.judge_now_text(promoted.path)} ({how})",
+        compared = None if p.judge_run_id is None or p.checkpoint_run_id is None else (p.judge_run_id,
+                                                                                       p.checkpoint_run_id)
+        return {**_flips_shown(services, w, compared), status: f"{views.judge_now_text(promoted.path)} ({how})",
                 wb.active_judge: services.runtime.active_judge_label(), page.form["base_model"]: promoted.path,
                 w["gate"]: "\n".join(p.lines), w["promotions"]: promotions_frame(services), w["override"]: False}
+
+    eval_outputs = [w["evaluated"], *flip_outputs]
 
     def evaluate_checkpoint(run_id, path, name, most, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         # both runs stored and paired per item: "the checkpoint is better" is a tested claim, not a glance
         if run_id is None or not path:
-            return "error: pick a checkpoint of a run first (a run saves them as it trains)"
+            return {**unchanged(eval_outputs),
+                    w["evaluated"]: "error: pick a checkpoint of a run first (a run saves them as it trains)"}
         try:
             found = services.training.checkpoint(int(run_id), path)
             result = run_cancellable(services, session_key(request, "train-eval"), lambda cancel: (
@@ -327,14 +380,16 @@ def _wire_checkpoints(wb: Workbench, page: TrainPage) -> None:
                     cancel=cancel, progress=lambda done, total: progress(done / max(1, total),
                                                                          desc=f"{done}/{total} pairs"))))
         except ReflectRMError as exc:
-            return failure_text(exc, stopped="stopped: what was judged is kept in the Evaluate tab's runs")
-        return (f"**Run {result.judge_run}** (the active judge) against **run {result.checkpoint_run}** "
+            said = failure_text(exc, stopped="stopped: what was judged is kept in the Evaluate tab's runs")
+            return {**unchanged(eval_outputs), w["evaluated"]: said}
+        said = (f"**Run {result.judge_run}** (the active judge) against **run {result.checkpoint_run}** "
                 f"({found.path.name}); both are in the Evaluate tab.\n\n{result.markdown}")
+        return {**_flips_shown(services, w, (result.judge_run, result.checkpoint_run)), w["evaluated"]: said}
 
     w["use"].click(use_checkpoint, [page.watched, w["checkpoint"], w["override"], w["reviewer"]], use_outputs,
                    api_visibility="private", concurrency_limit=1)
     w["evaluate"].click(evaluate_checkpoint, [page.watched, w["checkpoint"], w["bench"], w["bench_limit"]],
-                        w["evaluated"], api_visibility="private", concurrency_limit=1)
+                        eval_outputs, api_visibility="private", concurrency_limit=1)
 
 
 def _wire_promotions(wb: Workbench, page: TrainPage, tab: Any) -> None:
@@ -346,6 +401,31 @@ def _wire_promotions(wb: Workbench, page: TrainPage, tab: Any) -> None:
 
     tab.select(open_tab, w["reviewer"], [w["reviewer"], w["promotions"]], api_visibility="private",
                show_progress="hidden")
+
+
+def _wire_flips(wb: Workbench, page: TrainPage) -> None:
+    """A flipped pair selected: the checkpoint's judgment of it and the judge's, each in the full anatomy."""
+    w = page.watch
+    shown = [w["flip_status"], w["flip_checkpoint"], w["flip_judge"]]
+
+    def anatomy(cell: Any, title: str) -> str:
+        if (number := judgment_number(cell)) is None:  # a run that kept no judgment of this pair
+            return ""
+        stored = wb.services.judging.open(number)
+        return views.anatomy_html(JudgeResult(judgment_id=stored.id, judgment=stored.judgment),
+                                  title=f"{title}: judgment #{stored.id}")
+
+    def select_flip(evt: gr.SelectData):
+        row = evt.row_value
+        if not row:
+            return unchanged(shown)
+        try:
+            opened = [anatomy(row[5], "The checkpoint's judgment"), anatomy(row[6], "The active judge's judgment")]
+        except ReflectRMError as exc:
+            return [f"error: {exc}", "", ""]
+        return [f"pair {row[3]} ({row[1]}, {row[2]}): {row[0]}", *opened]
+
+    w["flipped"].select(select_flip, None, shown, api_visibility="private")
 
 
 TAB = TabSpec(label="Train", id="train", build=build)
