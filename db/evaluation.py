@@ -1,6 +1,6 @@
 """Evaluation runs in the store: repository functions (take a session, never commit) and `EvalStore`,
 one transaction per call over a `JudgmentStore`. Running, reporting and comparing runs is the shell's
-(`reflectrm_app.services.evaluation.Evaluations`): the store only keeps them.
+(`reflectrm_app.evaluations.Evaluations`): the store only keeps them.
 
 A run is keyed by what decides its results (benchmark, data, subset, limit, strategies, orders,
 too-long policy, judge config, model and revision): the same command again resumes the same run and

@@ -1,4 +1,4 @@
-"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.services.evaluation.Evaluations`.
+"""`reflectrm eval` and `reflectrm compare`: a thin shell over `reflectrm_app.evaluations.Evaluations`.
 
     reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
@@ -81,7 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> Any:
-    from reflectrm_app.services.evaluation import EvalRequest, both_orders_by_default
+    from reflectrm_app.evaluations import EvalRequest
+    from reflectrm_app.services.evaluation import both_orders_by_default
     from reflectrm_db.importing import parse_mapping
 
     both = args.both_orders if args.both_orders is not None else both_orders_by_default(args.benchmark)
@@ -159,7 +160,7 @@ def _check_store(db: str | None) -> None:
 
 
 def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, backend: Any, engine: Any) -> int:
-    from reflectrm_app.services.evaluation import Evaluations
+    from reflectrm_app.evaluations import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.report import markdown, write_report
@@ -200,7 +201,7 @@ checkpoint that passed, and a script can tell a failed gate from a command that 
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reflectrm_app.services.evaluation import Evaluations
+    from reflectrm_app.evaluations import Evaluations
     from reflectrm_db.services import JudgmentStore
 
     from reflectrm.eval.compare import gate

@@ -1,20 +1,26 @@
-"""The Audit tab's service: a pair judged in both orders (twins), and a data set's positional-bias audit."""
+"""The Audit tab's service: a pair judged in both orders (twins), a data set's positional-bias audit, and two models
+(before and after retraining) on the same pairs in both orders."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from reflectrm_app.records import AuditResult, BatchAuditReport, FlippedItem, JudgeResult
+from reflectrm_app.evaluations import DATA_SET_PREFIX, EvalRequest, Evaluations, data_set_pairs
+from reflectrm_app.records import AuditResult, BatchAuditReport, FlippedItem, JudgeResult, model_name
 from reflectrm_app.services.runtime import Runtime, refuse_a_contradicting_label
-from reflectrm.audit import audit_sample, audit_stats
+from reflectrm_db.evaluation import EvalRunRecord
+from reflectrm.audit import BeforeAfter, audit_sample, audit_stats, before_after
 from reflectrm.core.types import Judgment, PreferencePair
-from reflectrm.demo import MeasuredStage2, measured_stage2
-from reflectrm.errors import InputError, ReflectRMError
+from reflectrm.demo import DEMO_MODEL_DIR, MeasuredStage2, measured_stage2
+from reflectrm.errors import Cancelled, InputError, ReflectRMError
+from reflectrm.eval.runner import EvalPlan
 from reflectrm.pipeline import Progress, ProgressCallback, Stage, judge_many
+from reflectrm.training.runs import list_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +82,98 @@ class AuditService:
         except (ReflectRMError, OSError) as exc:
             log.warning("no measured stage-2 figures: %s", exc)
             return None
+
+    # --- before and after retraining: two models on the same pairs in both orders ------------------------------
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        """(label, model) pairs a before/after picks from: the active judge (""), then every training run's checkpoints
+        and final model, newest run first (the Train tab's lists)."""
+        choices = [(f"active judge: {model_name(self.runtime.active_judge())}", "")]
+        for run in reversed(self.runtime.store.training_runs()):
+            for c in reversed(list_checkpoints(run.run_dir)):
+                kind = "final model" if c.final else "LoRA adapter" if c.lora else "checkpoint"
+                choices.append((f"run #{run.id} step {c.step}: {kind} ({model_name(str(c.path))})", str(c.path)))
+        return choices
+
+    def before_after(
+        self,
+        data_set: str,
+        *,
+        before: str,
+        after: str,
+        limit: int | None = None,
+        cancel: threading.Event | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BeforeAfter:
+        """Judge a labelled data set's pairs in both orders with two models and compare their position bias.
+
+        `before` and `after` are models: "" for the active judge, a checkpoint from `model_choices`, or a model
+        folder inside the data root. Each model's judgments are an evaluation run (kept, listed in the Evaluate
+        tab, resumed on the next try after Stop, and not judged twice when asked again), made with the app's judge
+        settings on the same pairs (`limit` of them at most, the same seeded draw for both), one model loaded at a
+        time. `progress(done, total)` counts pairs over both runs.
+        """
+        models = self._two_models(before, after)
+        request = self._before_after_request(data_set, limit)
+        cancel = cancel or threading.Event()
+        evals = Evaluations(self.runtime.store)
+        runs = [self._evaluated(evals, model, request, cancel=cancel, progress=None if progress is None else (
+            lambda done, total, k=k: progress(k * total + done, 2 * total))) for k, model in enumerate(models)]
+        return before_after(evals.items(runs[0].id), evals.items(runs[1].id), strategy=request.plan.strategies[0],
+                            before_model=model_name(models[0]), after_model=model_name(models[1]),
+                            before_run=runs[0].id, after_run=runs[1].id)
+
+    def _two_models(self, before: str, after: str) -> tuple[str, str]:
+        models = self._model(before, "before"), self._model(after, "after")
+        if os.path.realpath(models[0]) == os.path.realpath(models[1]):
+            raise InputError(f"before and after are the same model ({model_name(models[0])}): pick two different "
+                             "models, such as the active judge and a checkpoint of a training run")
+        return models
+
+    def _model(self, text: str, role: str) -> str:
+        """A model a user picked or typed: "" the active judge; a listed checkpoint or the app's own models as they
+        are; anything else a model folder inside the data root (refused in one line when it is not one)."""
+        text = (text or "").strip()
+        judge = self.runtime.active_judge()
+        if not text:
+            return judge
+        if text in {judge, str(DEMO_MODEL_DIR), *(m for _, m in self.model_choices())}:
+            return text
+        path = self.runtime.user_path(text)  # confined to the data root: outside it is refused, existing or not
+        if not any((path / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise InputError(f"the {role} model {text[:80]!r} is not a model folder (no config.json) in the app's "
+                             "data folder: pick a model from the list, or give a model's folder inside the data folder")
+        return str(path)
+
+    def _before_after_request(self, data_set: str, limit: int | None) -> EvalRequest:
+        if not data_set:
+            raise InputError("pick a data set of labelled pairs (import one, or add the demo pairs)")
+        if data_set not in self.runtime.store.sources():
+            raise InputError(f"there is no data set {data_set[:80]!r}: pick one from the list (import one, or add the "
+                             "demo pairs)")
+        if limit is not None and (isinstance(limit, bool) or limit != int(limit) or limit < 1):
+            raise InputError(f'"Pairs at most" must be a whole number of at least 1 (leave it empty for every pair), '
+                             f"got {limit!r}")
+        plan = EvalPlan(strategies=(self.runtime.judge_config().strategy,), both_orders=True, too_long="skip",
+                        batch_size=self.runtime.settings.app.audit_batch_size)
+        return EvalRequest(benchmark=DATA_SET_PREFIX + data_set, limit=None if limit is None else int(limit),
+                           plan=plan, pairs=data_set_pairs(self.runtime.store, data_set))
+
+    def _evaluated(self, evals: Evaluations, model: str, request: EvalRequest, *, cancel: threading.Event,
+                   progress: Callable[[int, int], None] | None) -> EvalRunRecord:
+        """`model`'s run of `request` (resumed or reused when stored), its engine released when it returns."""
+        judge = model == self.runtime.active_judge()
+        backend = self.runtime.backend(cancel) if judge else self.runtime.model_backend(model, cancel)
+        stopped = Cancelled("stopped: the pairs judged so far are kept as an evaluation run (Evaluate tab) and the "
+                            "next Run goes on from them")
+        try:
+            run = evals.run(request, backend=backend, config=self.runtime.judge_config(), should_stop=cancel.is_set,
+                            progress=progress, stopped_by=(KeyboardInterrupt, Cancelled))
+        except Cancelled:
+            raise stopped from None
+        if cancel.is_set() or run.status != "completed":
+            raise stopped
+        return run
 
     def _audit_pairs(self, source: str, *, sample: int, seed: int) -> list[PreferencePair]:
         if not source:

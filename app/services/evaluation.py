@@ -1,50 +1,36 @@
-"""Evaluation in the app: stored, resumable runs, and the Evaluate tab's service over the active judge.
-
-    evals = Evaluations(store)          # what `reflectrm eval` and `compare` call, with the backend they load
-    run = evals.run(EvalRequest(benchmark="judgebench", data=Path("data"), plan=EvalPlan(strategies=("reflectrm",
-                                "greedy"))), backend=backend, config=JudgeConfig())
-    evals.report(run.id); evals.compare(run_a, run_b)
+"""The Evaluate tab's room: evaluation over the app's active judge (and the Train tab's checkpoint against it).
 
     service = EvaluationService(runtime)    # the Evaluate and Train tabs: the app's judge, Stop, resume, views
     service.run(service.request("demo", limit=50), cancel=threading.Event())
 
-`Evaluations` loads a benchmark, runs the judge over it batch by batch with the library's runner
-(`reflectrm.eval.runner.evaluate`), keeps each batch in the store (`reflectrm_db.evaluation.EvalStore`),
-and reports and compares runs (`reflectrm.eval.scoring`, `reflectrm.eval.compare`). `EvaluationService`
-is the same over the app's runtime (`reflectrm_app.services.runtime`): its guarded backend and settings, a
-checkpoint against the active judge, and the tab's tables and reports (its handlers call these and format
-nothing themselves).
+The stored, resumable runs are `reflectrm_app.evaluations.Evaluations` (what `reflectrm eval` and `compare` call);
+`EvaluationService` runs them over the app's runtime (`reflectrm_app.services.runtime`): its guarded backend and
+settings, a checkpoint against the active judge, the promotion gate, and the tab's tables and reports (its handlers
+call these and format nothing themselves).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+from reflectrm_app.evaluations import (  # the stored runs; named here too, where their callers import them
+    DATA_SET_PREFIX, EvalRequest, Evaluations, check_same_pairs, data_set_pairs, pairs_fingerprint,
+)
 from reflectrm_app.records import model_name
 from reflectrm_app.resources import Cancelled
 from reflectrm_app.services.runtime import Runtime
-from reflectrm_db.evaluation import EvalRunRecord, EvalStore
+from reflectrm_db.evaluation import EvalRunRecord
 from reflectrm_db.records import PromotionRecord
-from reflectrm.core.config import JudgeConfig
-from reflectrm.core.types import PreferencePair
 from reflectrm.errors import InputError, ReflectRMError
-from reflectrm.eval.benchmarks import (
-    BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, Benchmark, DataError, DataWords, load_benchmark,
-)
-from reflectrm.eval.benchmarks import select as select_pairs
-from reflectrm.eval.compare import GateVerdict, compare_items, gate
+from reflectrm.eval.benchmarks import BENCHMARKS, BOTH_ORDERS_BY_DEFAULT, DataError, DataWords
+from reflectrm.eval.compare import GateVerdict, gate
+from reflectrm.eval.report import compare_markdown, markdown, svg_plot
+from reflectrm.eval.runner import EvalPlan
 from reflectrm.eval.flips import Keys, SharedKeys, flipped_items, pair_keys
-from reflectrm.files.readers import load_pairs
-from reflectrm.eval.report import compare_markdown, json_safe, markdown, svg_plot
-from reflectrm.eval.runner import EvalPlan, evaluate
-from reflectrm.eval.scoring import ItemResult, build_report
 
 __all__ = ("DATA_SET_PREFIX", "ITEM_COLUMNS", "NOT_GATED", "PROMOTION_COLUMNS", "RUN_COLUMNS", "CheckpointComparison",
            "EvalRequest", "EvaluationService", "Evaluations", "EvalReportView", "FlippedPair", "Flips", "NeedsOverride",
@@ -52,174 +38,8 @@ __all__ = ("DATA_SET_PREFIX", "ITEM_COLUMNS", "NOT_GATED", "PROMOTION_COLUMNS", 
            "both_orders_by_default", "pairs_fingerprint")
 
 
-# --- stored, resumable runs -----------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EvalRequest:
-    """What to evaluate (everything but the model and judge config).
-
-    Attributes:
-        benchmark: a `BENCHMARKS` name, or "file" for any labelled file (`data`, `mapping`, `labels`).
-        data: local file or folder; None reads the Hub copy.
-        subset: keep one subset (or a prefix ending in '/').
-        limit: at most this many units (pairs, or best-of-N groups), drawn with `seed`.
-        mapping / labels: the generic reader's column mapping and label scheme (benchmark "file").
-        plan: strategies, orders, too-long policy, batch size.
-        seed: the draw for `limit` (`--sample-seed`), apart from the judge's own seed.
-    """
-
-    benchmark: str
-    data: Path | None = None
-    subset: str | None = None
-    limit: int | None = None
-    mapping: Mapping[str, str] = field(default_factory=dict)
-    labels: str = "auto"
-    plan: EvalPlan = field(default_factory=EvalPlan)
-    seed: int = 0
-    pairs: tuple[PreferencePair, ...] = ()  # given pairs (a stored data set) instead of reading `data`
-    skip_invalid: bool = False  # benchmark "file": skip invalid rows (reported by `load`'s caller) instead of failing
-
-    def load(self) -> Benchmark:
-        if self.pairs:
-            bench = Benchmark(name=self.benchmark, pairs=self.pairs, source=self.benchmark)
-        elif self.benchmark == "file":
-            if self.data is None:
-                raise InputError("--benchmark file needs --data PATH: the labelled file to evaluate on")
-            read = load_pairs(self.data, mapping=self.mapping, labels=self.labels, skip_invalid=self.skip_invalid)
-            bench = Benchmark(name=f"file:{self.data.name}", pairs=tuple(read.pairs), source=str(self.data),
-                              dropped=len(read.skipped),
-                              dropped_reason="; ".join(f"row {n}: {why}" for n, why in read.skipped[:20]))
-        else:
-            bench = load_benchmark(self.benchmark, self.data)
-        return select_pairs(bench, subset=self.subset, limit=self.limit, seed=self.seed)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "data": str(self.data.resolve()) if self.data else "", "subset": self.subset or "",
-                "limit": self.limit, "mapping": dict(self.mapping), "labels": self.labels, "seed": self.seed,
-                "strategies": list(self.plan.strategies), "both_orders": self.plan.both_orders,
-                "too_long": self.plan.too_long, **({"skip_invalid": True} if self.skip_invalid else {})}
-
-
-class Evaluations:
-    """Evaluation runs over a `JudgmentStore` (one transaction per user action or per batch)."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-        self.kept = EvalStore(store)
-
-    def run(self, request: EvalRequest, *, backend: Any, config: JudgeConfig,
-            should_stop: Callable[[], bool] = lambda: False,
-            progress: Callable[[int, int], None] | None = None,
-            stopped_by: tuple[type[BaseException], ...] = (KeyboardInterrupt,)) -> EvalRunRecord:
-        """Run (or resume) an evaluation; stopped runs keep what was stored and resume on the same request.
-
-        An exception of a `stopped_by` type (Ctrl-C, the app's Stop) marks the run stopped, any other failed;
-        either is raised again after the batches already stored are kept.
-        """
-        bench = request.load()
-        settings = {**request.to_dict(), "scoring": bench.scoring, "judge": config.to_dict()}
-        key = _run_key(settings, backend)
-        settings["pairs_fingerprint"] = pairs_fingerprint(bench.pairs)  # for `compare`; not in the key (resumes)
-        values = {"model": backend.model_id, "model_revision": backend.model_revision, "benchmark": bench.name,
-                  "data": bench.source, "partial": bench.partial, "config": settings,
-                  "items_total": len(bench.pairs) * (2 if request.plan.both_orders else 1)}
-        run_id, _ = self.kept.start(run_key=key, values=values)
-        done = self.kept.done_item_ids(run_id)
-        try:
-            for batch in evaluate(bench.pairs, backend, config, plan=request.plan, done=done, meta=bench.meta,
-                                  should_stop=should_stop, progress=progress):
-                self.kept.add_batch(run_id, batch)
-        except BaseException as exc:
-            status, error = ("stopped" if isinstance(exc, stopped_by) else "failed"), str(exc)[:2000]
-            self.kept.finish(run_id, status=status, error=error)
-            raise
-        stopped = should_stop()
-        metrics = self.report(run_id, bench=bench)
-        metrics.pop("incomplete")  # read while the run still says running; `report` tells it from the stored status
-        # stored as strict JSON: PostgreSQL's JSON refuses NaN, and so do the app's clients
-        self.kept.finish(run_id, status="stopped" if stopped else "completed", metrics=json_safe(metrics))
-        return self.get(run_id)
-
-    def get(self, run_id: int) -> EvalRunRecord:
-        return self.kept.get(run_id)
-
-    def runs(self, *, limit: int = 100) -> list[EvalRunRecord]:
-        return self.kept.runs(limit=limit)
-
-    def items(self, run_id: int) -> list[ItemResult]:
-        return self.kept.items(run_id)
-
-    def report(self, run_id: int, *, bench: Benchmark | None = None) -> dict[str, Any]:
-        """The report of what the run has stored so far."""
-        run = self.get(run_id)
-        scoring = bench.scoring if bench else str(run.config.get("scoring", "micro"))
-        report = build_report(self.items(run_id), benchmark=run.benchmark, scoring=scoring, partial=run.partial,
-                              config=run.config, seed=int(run.config.get("seed", 0)))
-        report.update(run_id=run_id, model=run.model, model_revision=run.model_revision, status=run.status,
-                      items_total=run.items_total, incomplete=incomplete(run))
-        return report
-
-    def compare(self, run_a: int, run_b: int, *, strategy: str | None = None,
-                strategy_b: str | None = None) -> dict[str, Any]:
-        """Paired per-item comparison of two runs: McNemar exact and a paired bootstrap of B - A, per subset.
-
-        With `strategy_b`, run A's `strategy` is compared with run B's `strategy_b` (the same run may be
-        given twice: "does reflectrm beat majority@15 on the same pairs?").
-        """
-        a, b = self.get(run_a), self.get(run_b)
-        _check_same_pairs(a, b)
-        items_a, items_b = self.items(run_a), self.items(run_b)
-        if strategy_b is not None:
-            if strategy is None:
-                raise InputError("--strategy-b compares against --strategy: give both")
-            name = f"{strategy} vs {strategy_b}"
-            items_a = [replace(i, strategy=name) for i in items_a if i.strategy == strategy]
-            items_b = [replace(i, strategy=name) for i in items_b if i.strategy == strategy_b]
-            strategy = name
-        result = compare_items(items_a, items_b, strategy=strategy, run_a=run_a, run_b=run_b)
-        # an unfinished run is compared on the items both judged: said at the top, never passed off as whole
-        result["incomplete"] = {str(r.id): incomplete(r) for r in (a, b) if incomplete(r) is not None}
-        return result
-
-
-UNFINISHED = MappingProxyType({"stopped": "stopped by the user (Stop, Ctrl-C or SIGTERM)", "failed": "failed part way",
-                               "interrupted": "interrupted (its process ended while it ran)",
-                               "running": "still running"})
-"""Why a run's report covers only part of its pairs, by the run's status."""
-
-
-def incomplete(run: EvalRunRecord) -> dict[str, Any] | None:
-    """What a report of an unfinished run must say at its top (the `incomplete` field); None for a completed run."""
-    if run.status == "completed":
-        return None
-    return {"status": run.status, "why": UNFINISHED.get(run.status, run.status), "judged": run.items_done,
-            "total": run.items_total, "unit": "pair-orders"}
-
-
-def pairs_fingerprint(pairs: Sequence[PreferencePair]) -> str:
-    """A sha256 of the pairs a run judges: each id with its content, label and tie, in id order.
-
-    Ids alone do not tell two files apart (both number their rows 0, 1, 2, ...): the content does.
-    """
-    rows = sorted([p.id, p.fingerprint(), p.label, p.tie] for p in pairs)
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
-def _check_same_pairs(a: EvalRunRecord, b: EvalRunRecord) -> None:
-    fa, fb = a.config.get("pairs_fingerprint"), b.config.get("pairs_fingerprint")
-    if fa and fb and fa != fb:
-        raise InputError(f"runs {a.id} and {b.id} judged different pairs (data fingerprints {fa[:12]} and {fb[:12]}): "
-                         "compare runs over the same data, --subset, --limit and --sample-seed")
-
-
-def _run_key(settings: Mapping[str, Any], backend: Any) -> str:
-    payload = json.dumps([settings, backend.name, backend.model_id, backend.model_revision], sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
 # --- the Evaluate tab's service: the app's active judge --------------------------------------------------------
 
-DATA_SET_PREFIX = "data set: "
 TAB_WORDS = DataWords(data='"Local file or folder"', drop_data='leave "Local file or folder" empty',
                       file_benchmark='the benchmark "file"', pairs_file='pick the benchmark "file"')
 """How the Evaluate tab's messages name where the data is given: its form's fields, not the CLI's flags."""
@@ -356,10 +176,7 @@ class EvaluationService:
                         too_long="skip", batch_size=self.runtime.settings.app.audit_batch_size)
         pairs: tuple = ()
         if benchmark.startswith(DATA_SET_PREFIX):
-            stored = self.runtime.store.list_pairs(source=benchmark.removeprefix(DATA_SET_PREFIX) or None, limit=100_000)
-            pairs = tuple(p.pair for p in stored)
-            if not any(p.label is not None for p in pairs):
-                raise InputError(f"{benchmark} has no labelled pairs: evaluation needs labels")
+            pairs = data_set_pairs(self.runtime.store, benchmark.removeprefix(DATA_SET_PREFIX))
         # the path a user typed, confined to the app's data root (a stored run's, on resume, passes here again)
         path = self.runtime.user_path(data) if data.strip() else None
         return EvalRequest(benchmark=benchmark, data=path, subset=subset or None,
@@ -488,7 +305,7 @@ class EvaluationService:
         Each carries both runs' judgment ids (to open in the anatomy), its short query and its problem and template.
         """
         a, b = self._get(judge_run), self._get(checkpoint_run)
-        _check_same_pairs(a, b)
+        check_same_pairs(a, b)
         flips = flipped_items(self.evals.items(a.id), self.evals.items(b.id))
         shown = {f.item_id: f.judgment_b if f.judgment_b is not None else f.judgment_a for f in flips}
         pairs = self.runtime.store.judgment_pairs([j for j in shown.values() if j is not None])

@@ -21,6 +21,7 @@ from reflectrm_app.records import (
     AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, TrainingRunView, model_name,
 )
 from reflectrm_db.records import CorrectionRecord, JudgmentSummary, LabelledDerivation, SnapshotRecord, TrainingRunRecord
+from reflectrm.audit import BEFORE_AFTER_COLUMNS, BeforeAfter
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
 from reflectrm.eval.flips import FIXED
@@ -351,6 +352,17 @@ def audit_frames(report: BatchAuditReport) -> tuple[pd.DataFrame, pd.DataFrame, 
 def empty_audit_frames() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The batch-audit tables before any audit (headers only)."""
     return audit_frames(BatchAuditReport(source="", subsets=(), flipped=(), seconds=0.0))
+
+
+def before_after_frame(result: BeforeAfter | None) -> pd.DataFrame:
+    """A before/after's figures as a table of plain text (headers only without one)."""
+    return pd.DataFrame([] if result is None else result.rows(), columns=list(BEFORE_AFTER_COLUMNS)).astype(str)
+
+
+def before_after_text(result: BeforeAfter) -> str:
+    """The before/after's one-line summary, then which models and stored runs it compares."""
+    return (f"{result.summary()}\nbefore: {result.before_model} (evaluation run {result.before_run}) · after: "
+            f"{result.after_model} (evaluation run {result.after_run}) · strategy {result.strategy}")
 
 
 def _answer(choice: int | None, item: Any) -> str:

@@ -188,15 +188,21 @@ def _set_verdict(strategy: str, group: str, r: Mapping[str, Any], *, alpha: floa
     n = int(r.get("n") or 0)
     if n == 0 or None in (value, low, high, p):
         verdict, gated = NO_DATA, False
-    elif p < alpha and high < 0:  # type: ignore[operator]
-        verdict = WORSE
-    elif p < alpha and low > 0:  # type: ignore[operator]
-        verdict = BETTER
     else:
-        verdict = NO_DIFFERENCE
+        verdict = {-1: WORSE, 1: BETTER, 0: NO_DIFFERENCE}[shift(p, low, high, alpha=alpha)]  # type: ignore[arg-type]
     return SetVerdict(strategy=strategy, group=group, gated=gated, verdict=verdict, n=n,
                       accuracy_a=_number(r.get("accuracy_a")), accuracy_b=_number(r.get("accuracy_b")),
                       difference=value, low=low, high=high, mcnemar_p=p)
+
+
+def shift(p: float, low: float, high: float, *, alpha: float) -> int:
+    """-1 or +1 when B - A is significantly below or above 0, else 0: the exact McNemar `p` is below `alpha` AND the
+    95 % paired-bootstrap interval [`low`, `high`] lies wholly on that side of 0 (`gate` says why both)."""
+    if p < alpha and high < 0:
+        return -1
+    if p < alpha and low > 0:
+        return 1
+    return 0
 
 
 def _number(x: Any) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from reflectrm.backends import ScriptedBackend  # noqa: E402
 from reflectrm.backends.base import Completion, SamplingParams  # noqa: E402
 from reflectrm.core.config import JudgeConfig  # noqa: E402
 from reflectrm.core.types import PreferencePair  # noqa: E402
-from reflectrm.demo import demo_domain  # noqa: E402
+from reflectrm.demo import DEMO_MODEL_DIR, demo_domain  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
 from tests.app.browser import CHROMIUM, ProxyTrap, launch_chromium, running_app  # noqa: E402
 from tests.conftest import critique_output, response_output  # noqa: E402
@@ -480,6 +481,39 @@ def test_stop_cancels_a_running_batch_audit(page: Page, db_url: str) -> None:
         now = _judgments(db_url)
         settled, last = (settled + 1, now) if now == last else (0, now)
     assert 0 < last - before <= 2 * (seen + 2) < 60, f"{last - before} judgments recorded after Stop at {seen}"
+
+
+def test_before_after_compares_two_models_on_the_same_pairs_as_text(page: Page, db_url: str,
+                                                                     dialogs: list[str]) -> None:
+    # the after model: the demo judge's weights in a folder of the data root whose name is markup
+    name = f"judge {IMG}"
+    folder = Path(db_url.removeprefix("sqlite:///")).parent / "data" / name
+    if not folder.exists():
+        shutil.copytree(DEMO_MODEL_DIR, folder)
+    open_tab(page, "Audit")
+    expect(page.locator("#ba-before input")).to_have_value("active judge: demo judge")
+    page.locator("#ba-after input").fill(name)  # a model folder typed, not picked
+    page.locator("#ba-after input").press("Enter")
+    page.click("#ba-source input")
+    page.get_by_role("option", name="seeded", exact=True).click()
+    page.fill("#ba-limit input", "2")
+    page.click("#ba-run")
+    expect(page.locator("#ba-run")).to_be_disabled()  # one press, one comparison: off while it runs
+    summary = wait_value(page, "ba-summary", r"^(after vs before|error|stopped)")
+    first, second = summary.split("\n")
+    # the same weights: no difference, said for both paired figures
+    assert first.startswith("after vs before on 2 pairs in both orders: flip rate "), summary
+    assert first.count("(no difference)") == 2, summary
+    assert second.startswith("before: demo judge (evaluation run ") and f"after: data/{name} (evaluation run" in second
+    expect(page.locator("#ba-run")).to_be_enabled()
+    rows = table(page, "ba-table")
+    assert [r["figure"] for r in rows] == ["flip rate", "first-slot win rate", "both-orders accuracy",
+                                          "first-critique share"], rows
+    assert rows[0]["before"] == rows[0]["after"] and rows[0]["change"] == "no difference"
+    assert rows[1]["before"].endswith("(n 4)")  # 2 pairs, 2 orders: 4 verdicts
+    # the model's name is text: no element made of it, no script run
+    assert page.locator("#ba-summary img, #ba-table img").count() == 0
+    assert dialogs == []
 
 
 # --- history ------------------------------------------------------------------------------------------------------

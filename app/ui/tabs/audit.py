@@ -1,4 +1,5 @@
-"""The Audit tab: both orders of one pair side by side, and batch audits of a data set."""
+"""The Audit tab: both orders of one pair side by side, batch audits of a data set, and two models' position bias
+before and after retraining."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import gradio as gr
 
 from reflectrm_app.ui import views
-from reflectrm_app.ui.forms import build_pair
+from reflectrm_app.ui.forms import build_pair, whole
 from reflectrm_app.ui.tabs import judge as judge_tab
 from reflectrm_app.ui.tabs.common import (
     LABELS,
@@ -89,7 +90,62 @@ def build(wb: Workbench, tab: Any) -> AuditView:
     event = run.click(batch, [source, sample, seed], results, api_visibility="private", concurrency_limit=2,
                       show_progress_on=status)  # one progress display, not one over each output
     stop.click(stop_batch, None, results, cancels=[event], queue=False, api_visibility="private")
+    _build_before_after(wb, tab)
     return AuditView(banner=banner, ids=ids, left=left, right=right, source=source, flipped=flipped)
+
+
+def _build_before_after(wb: Workbench, tab: Any) -> None:
+    """Two models (the active judge, a training run's checkpoint, a model folder) on the same labelled pairs in
+    both orders: flip rate, first-slot win rate, both-orders accuracy, first-critique share, and the change."""
+    services = wb.services
+    gr.Markdown("**Before / after** — two models judge the same labelled pairs in both orders with the app's judge "
+                "settings (each kept as an evaluation run): how a retrained judge's position bias compares.")
+    choices = services.audit.model_choices()
+    with gr.Row():
+        before = gr.Dropdown(choices=choices, value="", allow_custom_value=True, elem_id="ba-before",
+                             label="Before: a model (or type a model folder inside the data folder)")
+        after = gr.Dropdown(choices=choices, value=choices[1][1] if len(choices) > 1 else None,
+                            allow_custom_value=True, label="After: a model (or type a model folder)", elem_id="ba-after")
+    with gr.Row():
+        source = gr.Dropdown(label="Data set (labelled pairs)", choices=[], elem_id="ba-source")
+        most = gr.Number(value=20, precision=0, minimum=1, label="Pairs at most (empty: all)", elem_id="ba-limit")
+        refresh = gr.Button("Refresh models and data sets", size="sm")
+    with gr.Row():
+        run = gr.Button("Run before / after", variant="primary", elem_id="ba-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="ba-stop")
+    summary = gr.Textbox(label="Before / after", lines=2, interactive=False, elem_id="ba-summary")
+    table = gr.Dataframe(views.before_after_frame(None), label="Each model's figures (95 % intervals) and the "
+                         "paired change", interactive=False, wrap=True, elem_id="ba-table")
+
+    def compare(b, a, name, limit, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+        try:
+            pairs = None if limit in (None, "") else whole(limit, '"Pairs at most"', minimum=1)
+            found = run_cancellable(services, session_key(request, "before-after"), lambda cancel: (
+                services.audit.before_after(name or "", before=b or "", after=a or "", limit=pairs, cancel=cancel,
+                                            progress=lambda done, total: progress(
+                                                done / max(1, total), desc=f"{done} of {total} pair(s) judged"))))
+        except ReflectRMError as exc:
+            return failure_text(exc, stopped=str(exc)), views.before_after_frame(None), gr.Button(interactive=True)
+        return views.before_after_text(found), views.before_after_frame(found), gr.Button(interactive=True)
+
+    def stop_compare(request: gr.Request):
+        stopped = services.runtime.cancels.cancel(session_key(request, "before-after"))
+        return ("stopped: the pairs judged so far are kept as evaluation runs" if stopped else "nothing is running",
+                gr.Button(interactive=True))
+
+    def listed(b, a, name):
+        found = services.audit.model_choices()
+        return (gr.update(choices=found, value=b), gr.update(choices=found, value=a),
+                source_choices(services, current=name or ""))
+
+    pickers = [before, after, source]
+    refresh.click(listed, pickers, pickers, api_visibility="private")
+    tab.select(listed, pickers, pickers, api_visibility="private", show_progress="hidden")
+    # the button is off while a comparison runs (it loads two models in turn): one press, one comparison
+    event = run.click(lambda: gr.Button(interactive=False), None, run, queue=False, api_visibility="private").then(
+        compare, [before, after, source, most], [summary, table, run], api_visibility="private",
+        concurrency_limit=1, show_progress_on=summary)
+    stop.click(stop_compare, None, [summary, run], cancels=[event], queue=False, api_visibility="private")
 
 
 def wire(wb: Workbench) -> None:
