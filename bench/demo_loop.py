@@ -171,7 +171,8 @@ class Loop:
 
     # --- the Train tab ----------------------------------------------------------------------------------
 
-    def train(self, snapshot: str, *, minutes: float, steps: int | None, mix: str, name: str, seed: int = 0) -> str:
+    def train(self, snapshot: str, *, minutes: float, steps: int | None, mix: str, name: str, seed: int = 0,
+              both_orders: bool = False) -> str:
         """Start a run as the Train tab does, watch it to the end; returns its final model folder.
 
         With `steps`, the run is that many steps with the rate decayed linearly over them (the same run on a busy
@@ -183,7 +184,8 @@ class Loop:
         request = TrainRequest.from_form(snapshot=snapshot, base_model=a.model, learning_rate=a.lr,
                                          batch_size=a.prompts_per_step, num_generations=a.num_generations,
                                          max_completion_length=self.domain.output_tokens,
-                                         gradient_checkpointing=False, mix=mix, mix_seed=seed, seed=seed, **budget)
+                                         gradient_checkpointing=False, mix=mix, mix_seed=seed, seed=seed,
+                                         both_orders=both_orders, **budget)
         clock = stopwatch()
         run = self.training.start(request)
         mix_used = run.config.get("data_mix", {})
