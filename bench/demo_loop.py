@@ -187,6 +187,9 @@ class Loop:
                                          gradient_checkpointing=False, mix=mix, mix_seed=seed, seed=seed,
                                          both_orders=both_orders, **budget)
         clock = stopwatch()
+        # the judge's engine is let go while the run trains (an idle vLLM CPU engine keeps polling, most of a core);
+        # the next judgment loads it again
+        self.services.runtime.model.close()
         run = self.training.start(request)
         mix_used = run.config.get("data_mix", {})
         print(f"    training run {run.id} ({name}) on {snapshot!r}, mix {mix}: {mix_used.get('preference')} preference "

@@ -57,7 +57,7 @@ TRAIN_VALUES = {
     "vllm_server_url": ("http://h:8000", "http://h:8000"), "device": ("cpu", "cpu"), "bf16": (None, True),
     "threads": ("2", 2), "gradient_checkpointing": ("no", False), "save_steps": ("5", 5),
     "save_total_limit": ("none", None), "logging_steps": ("2", 2), "completions_to_record": ("0", 0),
-    "seed": ("7", 7), "min_analysis_chars": ("0", 0),
+    "seed": ("7", 7), "min_analysis_chars": ("0", 0), "both_orders": (None, True),
 }
 DATA_VALUES = {  # build-data exposed 5 of these fields before they were derived (issue 30)
     "mix": ("1:0", (1, 0)), "keep_all_wrong": ("no", False), "subsample": ("either", "either"),
