@@ -28,7 +28,7 @@ from typing import Any
 
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams
 from reflectrm.backends.engine import EngineConfig
-from reflectrm.backends.fleet import Fleet, Pick
+from reflectrm.backends.fleet import Fleet, Pick, public_url
 from reflectrm.core.types import ChatMessage, messages_to_dicts
 from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, require
 
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE_S = 0.5  # first retry waits up to this long; doubles each try (full jitter)
 BACKOFF_MAX_S = 20.0
-PROBE_TIMEOUT_S = 10.0  # a probe (GET /health) waits at most this long, or timeout_s when shorter
+PROBE_TIMEOUT_S = 5.0  # a probe (GET /health) waits at most this long (a request's timeout_s covers generation)
 CONTEXT_WORDS = ("maximum context length", "context length", "too long", "max_model_len")
 
 
@@ -64,6 +64,7 @@ class OpenAIBackend:
                               "once per server")
         self.config = config or EngineConfig()
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
+        self._names = tuple(public_url(u) for u in self.base_urls)  # what messages and logs show: no credentials
         self._httpx = httpx
         key = os.environ.get(self.config.api_key_env) or os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -161,20 +162,26 @@ class OpenAIBackend:
         """GET the server's /health (vLLM, SGLang), or its /v1/models where it has none; report to the fleet.
 
         Returns None when it passed, else why it failed."""
-        base = self.base_urls[pick.server]
+        failure: str | None = "its probe was interrupted"
+        try:
+            failure = self._probe_failure(pick.server)
+        finally:  # reported whatever happens: a server left probing would hold every waiting request
+            self.fleet.probed(pick.server, ok=failure is None, reason=failure or "")
+        return failure
+
+    def _probe_failure(self, k: int) -> str | None:
+        base, name = self.base_urls[k], self._names[k]
         root = base[:-3] if base.endswith("/v1") else base
-        timeout = min(PROBE_TIMEOUT_S, self.config.timeout_s)
+        timeout = PROBE_TIMEOUT_S
         try:
             resp = self._client.get(f"{root}/health", timeout=timeout)
             if resp.status_code in (404, 405):  # no /health route: the model list answers instead
                 resp = self._client.get(f"{base}/models", timeout=timeout)
-            failure = None if resp.status_code == 200 else f"server {base} answered its probe: HTTP {resp.status_code}"
         except self._httpx.TimeoutException:
-            failure = f"server {base} did not answer its probe within {timeout:g}s"
+            return f"server {name} did not answer its probe within {timeout:g}s"
         except self._httpx.HTTPError as exc:
-            failure = f"cannot reach server {base} ({type(exc).__name__})"
-        self.fleet.probed(pick.server, ok=failure is None, reason=failure or "")
-        return failure
+            return f"cannot reach server {name} ({type(exc).__name__})"
+        return None if resp.status_code == 200 else f"server {name} answered its probe: HTTP {resp.status_code}"
 
     def _body(self, prompt: Sequence[ChatMessage], seed: int, params: SamplingParams) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -192,15 +199,15 @@ class OpenAIBackend:
         try:
             resp = self._client.post(url, json=body)
         except self._httpx.TimeoutException as exc:
-            raise _Retryable(f"server {self.base_urls[k]} did not answer within {self.config.timeout_s:g}s") from exc
+            raise _Retryable(f"server {self._names[k]} did not answer within {self.config.timeout_s:g}s") from exc
         except self._httpx.TransportError as exc:
-            raise _Retryable(f"cannot reach server {self.base_urls[k]} ({type(exc).__name__})") from exc
+            raise _Retryable(f"cannot reach server {self._names[k]} ({type(exc).__name__})") from exc
         if resp.status_code >= 500:
-            raise _Retryable(f"server {self.base_urls[k]} answered HTTP {resp.status_code}")
-        payload = _json(resp, self.base_urls[k])
+            raise _Retryable(f"server {self._names[k]} answered HTTP {resp.status_code}")
+        payload = _json(resp, self._names[k])
         if resp.status_code != 200:
-            raise _client_error(resp.status_code, payload, self.base_urls[k])
-        return _completion(payload, self.base_urls[k], want_logprobs=params.logprobs)
+            raise _client_error(resp.status_code, payload, self._names[k])
+        return _completion(payload, self._names[k], want_logprobs=params.logprobs)
 
     def _get(self, path: str) -> Any:
         """GET `path` from the first server of the fleet that answers (one may be restarting)."""
@@ -209,13 +216,13 @@ class OpenAIBackend:
             try:
                 resp = self._client.get(f"{base}{path}")
             except self._httpx.HTTPError as exc:
-                failure = BackendError(f"cannot reach {base}{path} ({type(exc).__name__}): "
+                failure = BackendError(f"cannot reach {public_url(base)}{path} ({type(exc).__name__}): "
                                        "check --base-url and that the server is up")
                 failure.__cause__ = exc
                 continue
-            payload = _json(resp, base)
+            payload = _json(resp, public_url(base))
             if resp.status_code != 200:
-                raise _client_error(resp.status_code, payload, base)
+                raise _client_error(resp.status_code, payload, public_url(base))
             return payload
         assert failure is not None  # base_urls is never empty
         raise failure
@@ -223,7 +230,7 @@ class OpenAIBackend:
     def _only_model(self) -> str:
         models = [m.get("id") for m in (self._get("/models").get("data") or []) if isinstance(m, dict)]
         if len(models) != 1 or not isinstance(models[0], str):
-            raise ConfigError(f"the server at {self.base_urls[0]} serves {len(models)} models "
+            raise ConfigError(f"the server at {self._names[0]} serves {len(models)} models "
                               f"({', '.join(map(str, models[:5]))}): pick one with --model")
         return models[0]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -73,12 +74,16 @@ class FakeServer:
                     calls = len(server.bodies)
                 if not server._hold(killed):
                     self.close_connection = True  # killed: the client gets no answer, as from a crashed server
-                    self.connection.shutdown(socket.SHUT_RDWR)
+                    with contextlib.suppress(OSError):  # the client may have gone already
+                        self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 status, payload = server.reply(body, calls)
-                if self._send(status, payload) and status == 200:
-                    with server._lock:
+                if status == 200:
+                    with server._lock:  # before the answer leaves: the client may count it as soon as it arrives
                         server.answered.append(body)
+                if not self._send(status, payload) and status == 200:
+                    with server._lock:
+                        server.answered.remove(body)
 
             def _send(self, status: int, payload: bytes) -> bool:
                 try:

@@ -89,7 +89,8 @@ ROUTES = [
     # round robin waits for the server whose turn it is, even when another one is free
     pytest.param(2, "pick, pick, ok 1, pick", ["0", "1", "wait"], {"max_in_flight": 1, "routing": "round-robin"},
                  id="round-robin-waits-its-turn"),
-    pytest.param(2, "pick, pick, ok 1, pick", ["0", "1", "1"], {"max_in_flight": 1}, id="least-loaded-takes-the-free-one"),
+    pytest.param(2, "pick, pick, ok 1, pick", ["0", "1", "1"], {"max_in_flight": 1},
+                 id="least-loaded-takes-the-free-one"),
 ]
 
 
@@ -232,17 +233,19 @@ def test_a_server_killed_mid_run_and_restarted_loses_and_repeats_nothing(servers
     assert messages[-1].startswith(f"server {b.url} is back")
 
 
-def test_every_server_down_is_one_line_naming_them(servers):
+def test_every_server_down_is_one_line_naming_them(servers, caplog):
     dead = [servers(), servers()]
     for s in dead:
         s.close()
-    b = ob.OpenAIBackend([s.url for s in dead], model="judge", config=EngineConfig(max_retries=2))
-    with pytest.raises(BackendError) as info:
+    secret = dead[1].url.replace("http://", "http://user:secret@")  # a password in a URL is never shown
+    b = ob.OpenAIBackend([dead[0].url, secret], model="judge", config=EngineConfig(max_retries=2))
+    with caplog.at_level(logging.WARNING, logger="reflectrm"), pytest.raises(BackendError) as info:
         b.generate([GenerationRequest(PROMPT, (1,))], SAMPLE)
     message = str(info.value)
     assert "\n" not in message and "(gave up after 3 tries): every server is down: " in message
     assert all(f"{s.url} (cooling down" in message for s in dead)
     assert message.endswith("check the servers are up, or raise --max-retries / --timeout-s")
+    assert f"server {dead[1].url} is down" in caplog.text and "secret" not in message + caplog.text
 
 
 def test_metrics_show_each_server_without_credentials(servers):
