@@ -5,6 +5,9 @@ only its missing pairs; a merge with a shard missing, unfinished or off the eval
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -263,3 +266,27 @@ def test_a_pairs_shard_never_changes_between_releases() -> None:
 
 
 GOLDEN = [2, 1, 2, 2, 3, 2, 2, 1]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ["--benchmark", "demo", "--limit", "6", "--strategies", "greedy", "--max-new-tokens", "32", "--batch-size", "1",
+        "--device", "cpu", "--threads", "1"]
+
+
+def test_two_shard_processes_at_once_on_one_sqlite_store_merge_into_the_single_report(tmp_path, capsys) -> None:
+    """Real `reflectrm eval` processes on the shipped demo judge, both writing one SQLite file at the same time."""
+    db = tmp_path / "shared.db"
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-m", "reflectrm_app.cli", "eval", *DEMO, "--shard", f"{k}/2",
+                               "--db", str(db), "--out", str(tmp_path / f"out{k}")], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in (1, 2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in results]
+    written = [json.loads(path.read_text(encoding="utf-8"))
+               for path in (tmp_path / "out1" / "report.json", tmp_path / "out2" / "report.json") if path.exists()]
+    assert written  # the shard that finished last saw both complete (both may have)
+    assert main(["eval", *DEMO, "--db", str(tmp_path / "one.db"), "--out", str(tmp_path / "one")]) == 0
+    single = json.loads((tmp_path / "one" / "report.json").read_text(encoding="utf-8"))
+    assert single["items_total"] == 6 and single["strategies"]["greedy"]["judged"] == 6
+    assert all(_figures(report) == _figures(single) for report in written)
