@@ -29,10 +29,11 @@ from reflectrm.eval.compare import compare_items
 from reflectrm.eval.report import json_safe
 from reflectrm.eval.runner import EvalPlan, evaluate
 from reflectrm.eval.scoring import ItemResult, build_report
+from reflectrm.eval.shards import Shard
 from reflectrm.files.readers import load_pairs
 
 __all__ = ("DATA_SET_PREFIX", "EvalRequest", "Evaluations", "UNFINISHED", "data_set_pairs", "incomplete",
-           "pairs_fingerprint")
+           "pairs_fingerprint", "shard_key")
 
 DATA_SET_PREFIX = "data set: "
 """A stored data set named as an evaluation's benchmark ("data set: demo-arith"): its runs resume and compare."""
@@ -62,6 +63,7 @@ class EvalRequest:
     seed: int = 0
     pairs: tuple[PreferencePair, ...] = ()  # given pairs (a stored data set) instead of reading `data`
     skip_invalid: bool = False  # benchmark "file": skip invalid rows (reported by `load`'s caller) instead of failing
+    shard: Shard | None = None  # judge only this shard's pairs, as its own run (`merged_report` joins the shards)
 
     def load(self) -> Benchmark:
         if self.pairs:
@@ -104,13 +106,21 @@ class Evaluations:
         settings = {**request.to_dict(), "scoring": bench.scoring, "judge": config.to_dict()}
         key = _run_key(settings, backend)
         settings["pairs_fingerprint"] = pairs_fingerprint(bench.pairs)  # for `compare`; not in the key (resumes)
+        pairs = bench.pairs
+        if request.shard is not None:  # its own run, keyed by the whole evaluation's key and (K, N)
+            pairs = tuple(p for p in bench.pairs if request.shard.holds(p.id))
+            settings["shard"] = {"index": request.shard.index, "count": request.shard.count, "evaluation": key,
+                                 "pairs_fingerprint": settings["pairs_fingerprint"]}
+            settings["pairs_fingerprint"] = pairs_fingerprint(pairs)  # what this run judged, for `compare`
+            key = shard_key(key, request.shard)
         values = {"model": backend.model_id, "model_revision": backend.model_revision, "benchmark": bench.name,
                   "data": bench.source, "partial": bench.partial, "config": settings,
-                  "items_total": len(bench.pairs) * (2 if request.plan.both_orders else 1)}
+                  "items_total": len(pairs) * (2 if request.plan.both_orders else 1)}
+        _check_resumable(self.kept.runs_by_key([key]).get(key), settings)
         run_id, _ = self.kept.start(run_key=key, values=values)
         done = self.kept.done_item_ids(run_id)
         try:
-            for batch in evaluate(bench.pairs, backend, config, plan=request.plan, done=done, meta=bench.meta,
+            for batch in evaluate(pairs, backend, config, plan=request.plan, done=done, meta=bench.meta,
                                   should_stop=should_stop, progress=progress):
                 self.kept.add_batch(run_id, batch)
         except BaseException as exc:
@@ -142,6 +152,37 @@ class Evaluations:
         report.update(run_id=run_id, model=run.model, model_revision=run.model_revision, status=run.status,
                       items_total=run.items_total, incomplete=incomplete(run))
         return report
+
+    def merged_report(self, run_id: int) -> dict[str, Any]:
+        """The report of the whole sharded evaluation that shard run `run_id` belongs to, from every shard's items:
+        the report one process would have written for the same evaluation (but its run ids).
+
+        Raises:
+            InputError: the run is not a shard, or a shard has not run, is unfinished or judged other data.
+        """
+        first = self.get(run_id)
+        info = first.config.get("shard")
+        if not isinstance(info, Mapping):
+            raise InputError(f"run {run_id} is not a shard (it ran without --shard): its report is its own, "
+                             "`reflectrm eval` with the same flags prints it")
+        shards = self.shards(first)
+        _check_shards(shards, info)
+        items = [item for run in shards.values() for item in self.items(run.id)]
+        config = {k: v for k, v in first.config.items() if k != "shard"}
+        config["pairs_fingerprint"] = info["pairs_fingerprint"]  # the whole evaluation's pairs
+        report = build_report(items, benchmark=first.benchmark, scoring=str(config.get("scoring", "micro")),
+                              partial=first.partial, config=config, seed=int(config.get("seed", 0)))
+        report.update(run_id=None, shards={str(Shard(k, int(info["count"]))): run.id for k, run in shards.items()},
+                      model=first.model, model_revision=first.model_revision, status="completed",
+                      items_total=sum(run.items_total for run in shards.values()), incomplete=None)
+        return report
+
+    def shards(self, run: EvalRunRecord) -> dict[int, EvalRunRecord | None]:
+        """Every shard of the sharded evaluation `run` is a shard of, by its number (None: not run yet)."""
+        info = run.config["shard"]
+        keys = {k: shard_key(str(info["evaluation"]), Shard(k, int(info["count"]))) for k in range(1, info["count"] + 1)}
+        found = self.kept.runs_by_key(list(keys.values()))
+        return {k: found.get(key) for k, key in keys.items()}
 
     def compare(self, run_a: int, run_b: int, *, strategy: str | None = None,
                 strategy_b: str | None = None) -> dict[str, Any]:
@@ -190,10 +231,45 @@ def pairs_fingerprint(pairs: Sequence[PreferencePair]) -> str:
 
 
 def check_same_pairs(a: EvalRunRecord, b: EvalRunRecord) -> None:
-    fa, fb = a.config.get("pairs_fingerprint"), b.config.get("pairs_fingerprint")
+    fa, fb = a.config.get("pairs_fingerprint", "shard_key"), b.config.get("pairs_fingerprint", "shard_key")
     if fa and fb and fa != fb:
         raise InputError(f"runs {a.id} and {b.id} judged different pairs (data fingerprints {fa[:12]} and {fb[:12]}): "
                          "compare runs over the same data, --subset, --limit and --sample-seed")
+
+
+def shard_key(evaluation_key: str, shard: Shard) -> str:
+    """The run key of one shard of the evaluation whose (unsharded) run key is `evaluation_key`."""
+    return hashlib.sha256(json.dumps([evaluation_key, shard.index, shard.count]).encode()).hexdigest()
+
+
+def _check_resumable(run: EvalRunRecord | None, settings: Mapping[str, Any]) -> None:
+    """A stored run with this key resumes only over the pairs it started on: a file changed under the same path
+    would mix two data sets' judgments in one report."""
+    if run is None:
+        return
+    stored = (run.config.get("pairs_fingerprint"), (run.config.get("shard") or {}).get("pairs_fingerprint"))
+    now = (settings.get("pairs_fingerprint"), (settings.get("shard") or {}).get("pairs_fingerprint"))
+    if stored != now:
+        raise InputError(f"evaluation run {run.id} was started on other pairs than the data holds now (data "
+                         f"fingerprint {str(stored[1] or stored[0])[:12]}, now {str(now[1] or now[0])[:12]}): restore "
+                         "the data to resume it, or evaluate the changed data from another path")
+
+
+def _check_shards(shards: Mapping[int, EvalRunRecord | None], info: Mapping[str, Any]) -> None:
+    """Every shard run, completed, over the same whole benchmark: else one line naming the shard and what to run."""
+    count = int(info["count"])
+    for k, run in shards.items():
+        name = Shard(k, count)
+        if run is None:
+            raise InputError(f"shard {name} of this evaluation has not run (with this benchmark, data, settings, model "
+                             f"and revision): run the same `reflectrm eval` command with --shard {name}, then merge")
+        if run.status != "completed":
+            raise InputError(f"shard {name} (run {run.id}) is {run.status}, {run.items_done} of {run.items_total} "
+                             f"pair-orders judged: rerun its `reflectrm eval ... --shard {name}` command to finish it")
+        if run.config["shard"]["pairs_fingerprint"] != info["pairs_fingerprint"]:
+            raise InputError(f"shard {name} (run {run.id}) judged other data than the others (data fingerprint "
+                             f"{run.config['shard']['pairs_fingerprint'][:12]}, not {info['pairs_fingerprint'][:12]}): "
+                             f"rerun every shard on the same data")
 
 
 def _run_key(settings: Mapping[str, Any], backend: Any) -> str:

@@ -63,6 +63,12 @@ def start_run(session: Session, *, run_key: str, values: Mapping[str, Any]) -> t
     return row.id, False
 
 
+def runs_by_key(session: Session, *, run_keys: list[str]) -> dict[str, int]:
+    """The ids of the runs with these keys (a key no run has is left out)."""
+    rows = session.execute(select(m.EvalRun.run_key, m.EvalRun.id).where(m.EvalRun.run_key.in_(run_keys)))
+    return {key: run_id for key, run_id in rows}
+
+
 def done_item_ids(session: Session, *, run_id: int) -> set[str]:
     return set(session.execute(select(m.EvalItem.item_id).where(m.EvalItem.run_id == run_id).distinct()).scalars())
 
@@ -158,6 +164,13 @@ class EvalStore:
     def start(self, *, run_key: str, values: Mapping[str, Any]) -> tuple[int, bool]:
         """(run id, whether it already existed) for the run with this key."""
         return self.store._write(lambda s: start_run(s, run_key=run_key, values=values))
+
+    def runs_by_key(self, run_keys: list[str]) -> dict[str, EvalRunRecord]:
+        """The runs with these keys, by key (one transaction: shards of one evaluation read together)."""
+        def read(session: Session) -> dict[str, EvalRunRecord]:
+            ids = runs_by_key(session, run_keys=run_keys)
+            return {key: get_run(session, run_id=run_id) for key, run_id in ids.items()}
+        return self.store._read(read)
 
     def done_item_ids(self, run_id: int) -> set[str]:
         return self.store._read(lambda s: done_item_ids(s, run_id=run_id))

@@ -111,7 +111,7 @@ def test_every_allowed_difference_is_still_one():
 
 # --- (b) one store option ------------------------------------------------------------------------------------
 
-STORE_COMMANDS = {"judge", "serve", "app", "eval", "compare", "import", "export", "db upgrade", "db backup"}
+STORE_COMMANDS = {"judge", "serve", "app", "eval", "eval-merge", "compare", "import", "export", "db upgrade", "db backup"}
 STORE_OPTIONAL = {"judge", "serve"}  # no --db: nothing is stored (a reward service must not fill ./reflectrm.db)
 
 

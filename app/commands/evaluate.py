@@ -2,6 +2,8 @@
 
     reflectrm eval --benchmark judgebench --data ../shared/data --strategies reflectrm,greedy --out out/
     reflectrm eval --benchmark file --data prefs.csv --map "query=prompt,label=winner" --labels auto
+    reflectrm eval --benchmark demo --shard 2/3 --db shared.db   # one of 3 shards; any order, any machine
+    reflectrm eval-merge 7 --out out/                          # the whole report, from any shard's run id
     reflectrm compare 3 4 [--strategy reflectrm] [--json]
     reflectrm compare 3 4 --gate && promote    # exit 3 when run 4 is significantly worse than run 3
 
@@ -30,6 +32,7 @@ from reflectrm.eval.benchmarks import BENCHMARKS, limit_units
 from reflectrm.eval.compare import alpha_level
 from reflectrm.files.readers import format_counts, label_counts
 from reflectrm.eval.runner import DEFAULT_STRATEGIES, TOO_LONG, EvalPlan, parse_strategies
+from reflectrm.eval.shards import parse_shard
 from reflectrm.files.locks import exclusive
 
 
@@ -57,10 +60,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--too-long", default="skip", choices=TOO_LONG, help="a pair over the context (default skip)")
     add_batch_flag(p)
     add_store_flag(p)
-    p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
+    _add_out_flag(p)
+    p.add_argument("--shard", metavar="K/N",
+                   help="judge only shard K of N (pairs split by a hash of their id) as its own stored run, so N "
+                        "processes or machines share one evaluation over one store; the shard that completes the "
+                        "set prints and writes the whole evaluation's report (or `reflectrm eval-merge RUN`)")
     add_judge_flags(p, skip=("strategy",))  # --strategies names the strategies, all from one rollout pass
     add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("eval-merge", help="the report of a sharded evaluation, from its shards in the store",
+                       description="Merge a sharded evaluation (`eval --shard K/N`): the report of every shard's "
+                                   "pairs together, figure for figure the one a single `eval` writes. Refused while "
+                                   "a shard is missing or unfinished.")
+    p.add_argument("run", type=row_id, help="the run id of any one shard")
+    _add_out_flag(p)
+    add_store_flag(p)
+    p.set_defaults(func=cmd_eval_merge)
 
     p = sub.add_parser("compare", help="compare two evaluation runs item by item (McNemar, paired bootstrap)")
     p.add_argument("run_a", type=row_id, help="the baseline run id")
@@ -80,6 +96,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_compare)
 
 
+def _add_out_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, help="folder for report.json, report.md and accuracy_vs_tokens.svg")
+
+
 def request_from_args(args: argparse.Namespace) -> Any:
     from reflectrm_app.evaluations import EvalRequest
     from reflectrm_app.services.evaluation import both_orders_by_default
@@ -90,7 +110,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
                     too_long=args.too_long, batch_size=args.batch_size)
     return EvalRequest(benchmark=args.benchmark, data=args.data, subset=args.subset, limit=args.limit,
                        mapping=parse_mapping(args.mapping), labels=args.labels, plan=plan, seed=args.sample_seed,
-                       skip_invalid=args.skip_invalid)
+                       skip_invalid=args.skip_invalid, shard=None if args.shard is None else parse_shard(args.shard))
 
 
 def describe_data(request: Any, bench: Any) -> list[str]:
@@ -140,12 +160,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit is {args.limit}: give a count of at least 1, or leave it out for every pair")
     backend, engine = backend_configs(args)  # a bad flag fails before the data is read or a model loaded
-    request, config, run = request_from_args(args), config_from_args(args), EvalRun(db=args.db, out=args.out)
+    request, config, run = request_from_args(args), config_from_args(args), EvalRun(db=args.db, out=args.out)  # --shard too
     _check_store(run.db)  # a file that is not a store fails before a benchmark is read or generated
     bench = request.load()  # bad data or a bad subset fails before a model is loaded
     with contextlib.ExitStack() as stack:
-        if run.out:  # one writer per report folder, held from before the run until its report is written
+        # one writer per report folder, held from before the run until its report is written; shards, which may
+        # share one --out, hold it only while the one that completes the set writes the whole report
+        if run.out and request.shard is None:
             stack.enter_context(exclusive(run.out, flag="--out", folder=True))
+        elif run.out:  # a bad --out, or one a whole run is writing, fails now, not after the shard is judged
+            with exclusive(run.out, flag="--out", folder=True):
+                pass
         return _evaluate(run, request, bench, config, backend=backend, engine=engine)
 
 
@@ -163,7 +188,7 @@ def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, ba
     from reflectrm_app.evaluations import Evaluations
     from reflectrm_db.services import JudgmentStore
 
-    from reflectrm.eval.report import markdown, write_report
+    from reflectrm.eval.report import markdown
 
     for line in describe_data(request, bench):  # on stdout: a failure after it stays one line on stderr
         print(printable(line), flush=True)
@@ -176,10 +201,11 @@ def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, ba
             run = evals.run(request, backend=judge, config=config, should_stop=stop.is_set,
                             progress=lambda done, total: print(f"\r{done}/{total} pairs", end="", file=sys.stderr))
         print(file=sys.stderr)
+        if request.shard is not None and run.status == "completed":
+            return _finish_shard(evals, run, out=run_options.out)
         report = evals.report(run.id)
-    if run_options.out:
-        for path in write_report(report, run_options.out):
-            print(printable(f"wrote {path}"), file=sys.stderr)
+    if run_options.out and request.shard is None:  # an unfinished shard's figures are not the evaluation's
+        _write(report, run_options.out)
     print(markdown(report))  # every text from data in it escaped (`reflectrm.eval.report`)
     print(f"evaluation run {run.id}: {printable(run.status)} ({run.items_done}/{run.items_total} pair-orders)")
     if run.status == "completed":
@@ -187,6 +213,50 @@ def _evaluate(run_options: EvalRun, request: Any, bench: Any, config: Any, *, ba
     print(f"{printable(run.status)} after {run.items_done} of {run.items_total} pair-orders: the report says it is "
           "incomplete; rerun the same command to go on", file=sys.stderr)
     return EXIT_STOPPED
+
+
+def _finish_shard(evals: Any, run: Any, *, out: Path | None) -> int:
+    """A completed shard: the whole evaluation's report when every shard is complete, else what is left to run."""
+    left = [k for k, r in evals.shards(run).items() if r is None or r.status != "completed"]
+    count = run.config["shard"]["count"]
+    here = f"evaluation run {run.id}: completed (shard {run.config['shard']['index']}/{count}, " \
+           f"{run.items_done}/{run.items_total} pair-orders)"
+    if left:
+        names = ", ".join(f"{k}/{count}" for k in left[:10]) + (" ..." if len(left) > 10 else "")
+        print(f"{here}; shards {names} not complete yet: run the same command with each --shard; the last to "
+              f"complete prints the whole evaluation's report, or `reflectrm eval-merge {run.id}` does")
+        return 0
+    report = evals.merged_report(run.id)
+    _print_merged(report, out=out)
+    print(f"{here}; every shard is complete: the report above is the whole evaluation's")
+    return 0
+
+
+def cmd_eval_merge(args: argparse.Namespace) -> int:
+    from reflectrm_app.evaluations import Evaluations
+    from reflectrm_db.services import JudgmentStore
+
+    with JudgmentStore.open(args.db, read_only=True, in_memory_ok=False) as store:
+        report = Evaluations(store).merged_report(args.run)
+    _print_merged(report, out=args.out)
+    return 0
+
+
+def _print_merged(report: Any, *, out: Path | None) -> None:
+    from reflectrm.eval.report import markdown
+
+    if out:
+        with exclusive(out, flag="--out", folder=True):
+            _write(report, out)
+    print(markdown(report))
+    print(printable(f"merged from shard runs {', '.join(f'{k}: {v}' for k, v in report['shards'].items())}"))
+
+
+def _write(report: Any, out: Path) -> None:
+    from reflectrm.eval.report import write_report
+
+    for path in write_report(report, out):
+        print(printable(f"wrote {path}"), file=sys.stderr)
 
 
 EXIT_STOPPED = 130

@@ -85,10 +85,11 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     """The `--backend vllm|openai` options, derived from `EngineConfig` (its defaults and comments) by
     `reflectrm.flags`; none has a default of its own, so only what was typed reaches the engine."""
     from reflectrm.backends.engine import EngineConfig
+    from reflectrm.backends.fleet import ROUTINGS
 
     group = p.add_argument_group("engines (--backend vllm or openai)")
-    add_config_flags(group, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL")},
-                     given_only=True)
+    add_config_flags(group, EngineConfig, extra={"base_urls": Flag(name="--base-url", repeat=True, metavar="URL"),
+                                                 "routing": Flag(choices=ROUTINGS)}, given_only=True)
 
 
 def backend_config(args: argparse.Namespace) -> BackendConfig:

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from reflectrm.backends.fleet import ROUTINGS
 from reflectrm.errors import ConfigError
 
 ENGINE_BACKENDS = ("vllm", "openai")
@@ -33,6 +34,9 @@ class EngineConfig:
     max_concurrency: int = 16  # requests in flight per server
     timeout_s: float = 300.0  # one HTTP request, connect to last byte
     max_retries: int = 4  # further tries after a connection error, timeout or HTTP 5xx (backoff with jitter)
+    routing: str = "least-loaded"  # least-loaded: each request to the server with the fewest in flight; or round-robin
+    cooldown_s: float = 10.0  # a server that fails gets no requests this long, then a probe (GET /health)
+    cooldown_max_s: float = 120.0  # the cool-down doubles per failure in a row, up to this
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
@@ -50,6 +54,13 @@ class EngineConfig:
             raise ConfigError(f"timeout_s must be a positive number of seconds, got {self.timeout_s}")
         if self.max_retries < 0:
             raise ConfigError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.routing not in ROUTINGS:
+            raise ConfigError(f"routing {self.routing!r} is unknown: use {' or '.join(ROUTINGS)}")
+        if not (self.cooldown_s > 0 and math.isfinite(self.cooldown_s)):
+            raise ConfigError(f"cooldown_s must be a positive number of seconds, got {self.cooldown_s}")
+        if not (math.isfinite(self.cooldown_max_s) and self.cooldown_max_s >= self.cooldown_s):
+            raise ConfigError(f"cooldown_max_s must be a number of seconds >= cooldown_s ({self.cooldown_s:g}), "
+                              f"got {self.cooldown_max_s}: raise --cooldown-max-s or lower --cooldown-s")
         for url in self.base_urls:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"base URL {url!r} must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)")

@@ -8,9 +8,11 @@
 * Log-probs come from `logprobs: true`; vLLM's server returns the raw model distribution by default
   (`--logprobs-mode raw_logprobs`), which is what Eq. 5 scores. A server that returns none is refused
   at once: confidence cannot be computed without them.
-* Requests are spread over the servers (round robin, failing over to the next on a retry), at most
-  `max_concurrency` in flight per server. Connection errors, timeouts and HTTP 5xx are retried
-  `max_retries` times with exponential backoff and full jitter; anything else fails at once.
+* Requests are routed by `reflectrm.backends.fleet`: each to the server with the fewest in flight (at most
+  `max_concurrency` each); a server that fails is cooled down and probed (GET /health, else /v1/models) before
+  it gets work again. Connection errors, timeouts and HTTP 5xx are retried `max_retries` times on another
+  server, with exponential backoff and full jitter; anything else fails at once. `fleet.metric_lines()` gives
+  the per-server figures the reward service's /metrics shows.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import json
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -27,6 +28,7 @@ from typing import Any
 
 from reflectrm.backends.base import Completion, GenerationRequest, SamplingParams
 from reflectrm.backends.engine import EngineConfig
+from reflectrm.backends.fleet import Fleet, Pick, public_url
 from reflectrm.core.types import ChatMessage, messages_to_dicts
 from reflectrm.errors import BackendError, ConfigError, ContextLengthError, GenerationCancelled, require
 
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE_S = 0.5  # first retry waits up to this long; doubles each try (full jitter)
 BACKOFF_MAX_S = 20.0
+PROBE_TIMEOUT_S = 5.0  # a probe (GET /health) waits at most this long (a request's timeout_s covers generation)
 CONTEXT_WORDS = ("maximum context length", "context length", "too long", "max_model_len")
 
 
@@ -61,12 +64,14 @@ class OpenAIBackend:
                               "once per server")
         self.config = config or EngineConfig()
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
+        self._names = tuple(public_url(u) for u in self.base_urls)  # what messages and logs show: no credentials
         self._httpx = httpx
         key = os.environ.get(self.config.api_key_env) or os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         limits = httpx.Limits(max_connections=self.config.max_concurrency * len(self.base_urls))
         self._client = client or httpx.Client(headers=headers, timeout=self.config.timeout_s, limits=limits)
-        self._slots = [threading.Semaphore(self.config.max_concurrency) for _ in self.base_urls]
+        self.fleet = Fleet(self.base_urls, max_in_flight=self.config.max_concurrency, routing=self.config.routing,
+                           cooldown_s=self.config.cooldown_s, cooldown_max_s=self.config.cooldown_max_s)
         self.model_id = model or self._only_model()
         self.model_revision = f"served:{self.model_id}"
         self._max_context: int | None = None
@@ -80,8 +85,7 @@ class OpenAIBackend:
         workers = self.config.max_concurrency * len(self.base_urls)
         pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs))), thread_name_prefix="reflectrm-http")
         pending: dict[Future, tuple[int, int]] = {
-            pool.submit(self._complete, prompt, seed, params, server=k % len(self.base_urls)): (i, j)
-            for k, (i, j, prompt, seed) in enumerate(jobs)
+            pool.submit(self._complete, prompt, seed, params): (i, j) for i, j, prompt, seed in jobs
         }
         try:
             self._collect(pending, out, should_stop)
@@ -113,22 +117,71 @@ class OpenAIBackend:
             if should_stop is not None and pending and should_stop():
                 raise GenerationCancelled("stopped: the pending requests were cancelled and nothing was returned")
 
-    def _complete(self, prompt: Sequence[ChatMessage], seed: int, params: SamplingParams, *, server: int) -> Completion:
+    def _complete(self, prompt: Sequence[ChatMessage], seed: int, params: SamplingParams) -> Completion:
         body = self._body(prompt, seed, params)
-        last = ""
-        for attempt in range(self.config.max_retries + 1):
-            k = (server + attempt) % len(self.base_urls)  # a retry tries the next server
-            try:
-                with self._slots[k]:
-                    return self._post(k, body, params)
-            except _Retryable as exc:
-                last = str(exc)
-                if attempt < self.config.max_retries:
-                    delay = random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt))
-                    log.warning("%s; retrying in %.1fs (%d/%d)", last, delay, attempt + 1, self.config.max_retries)
-                    time.sleep(delay)
-        raise BackendError(f"{last} (gave up after {self.config.max_retries + 1} tries): check the server is up, "
+        failures: list[str] = []
+        avoid: int | None = None
+        while len(failures) <= self.config.max_retries:
+            pick = self.fleet.acquire(avoid=avoid)
+            if pick.probe:
+                failure = self._probe(pick)
+                if failure is None or not pick.last_resort:
+                    continue  # passed: ask again (it is likely the least loaded now); failed: another is up
+                failures.append(failure)
+            else:
+                try:
+                    return self._send(pick.server, body, params)
+                except _Retryable as exc:
+                    failures.append(str(exc))
+                    avoid = pick.server  # the retry goes to another server when one is up
+            if len(failures) <= self.config.max_retries:
+                delay = random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (len(failures) - 1)))
+                log.warning("%s; retrying in %.1fs (%d/%d)", failures[-1], delay, len(failures),
+                            self.config.max_retries)
+                time.sleep(delay)
+        down = self.fleet.down_summary()
+        fleet = f": every server is down: {down}" if down and len(self.base_urls) > 1 else ""
+        raise BackendError(f"{failures[-1]} (gave up after {len(failures)} tries){fleet}: check the servers are up, "
                            "or raise --max-retries / --timeout-s")
+
+    def _send(self, k: int, body: dict[str, Any], params: SamplingParams) -> Completion:
+        """POST to server k (its slot taken) and report the outcome to the fleet."""
+        started = time.monotonic()
+        try:
+            completion = self._post(k, body, params)
+        except _Retryable as exc:
+            self.fleet.failed(k, reason=str(exc))
+            raise
+        except BaseException:
+            self.fleet.answered(k, latency_s=time.monotonic() - started)  # it answered: the request was at fault
+            raise
+        self.fleet.answered(k, latency_s=time.monotonic() - started)
+        return completion
+
+    def _probe(self, pick: Pick) -> str | None:
+        """GET the server's /health (vLLM, SGLang), or its /v1/models where it has none; report to the fleet.
+
+        Returns None when it passed, else why it failed."""
+        failure: str | None = "its probe was interrupted"
+        try:
+            failure = self._probe_failure(pick.server)
+        finally:  # reported whatever happens: a server left probing would hold every waiting request
+            self.fleet.probed(pick.server, ok=failure is None, reason=failure or "")
+        return failure
+
+    def _probe_failure(self, k: int) -> str | None:
+        base, name = self.base_urls[k], self._names[k]
+        root = base[:-3] if base.endswith("/v1") else base
+        timeout = PROBE_TIMEOUT_S
+        try:
+            resp = self._client.get(f"{root}/health", timeout=timeout)
+            if resp.status_code in (404, 405):  # no /health route: the model list answers instead
+                resp = self._client.get(f"{base}/models", timeout=timeout)
+        except self._httpx.TimeoutException:
+            return f"server {name} did not answer its probe within {timeout:g}s"
+        except self._httpx.HTTPError as exc:
+            return f"cannot reach server {name} ({type(exc).__name__})"
+        return None if resp.status_code == 200 else f"server {name} answered its probe: HTTP {resp.status_code}"
 
     def _body(self, prompt: Sequence[ChatMessage], seed: int, params: SamplingParams) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -146,15 +199,15 @@ class OpenAIBackend:
         try:
             resp = self._client.post(url, json=body)
         except self._httpx.TimeoutException as exc:
-            raise _Retryable(f"server {self.base_urls[k]} did not answer within {self.config.timeout_s:g}s") from exc
+            raise _Retryable(f"server {self._names[k]} did not answer within {self.config.timeout_s:g}s") from exc
         except self._httpx.TransportError as exc:
-            raise _Retryable(f"cannot reach server {self.base_urls[k]} ({type(exc).__name__})") from exc
+            raise _Retryable(f"cannot reach server {self._names[k]} ({type(exc).__name__})") from exc
         if resp.status_code >= 500:
-            raise _Retryable(f"server {self.base_urls[k]} answered HTTP {resp.status_code}")
-        payload = _json(resp, self.base_urls[k])
+            raise _Retryable(f"server {self._names[k]} answered HTTP {resp.status_code}")
+        payload = _json(resp, self._names[k])
         if resp.status_code != 200:
-            raise _client_error(resp.status_code, payload, self.base_urls[k])
-        return _completion(payload, self.base_urls[k], want_logprobs=params.logprobs)
+            raise _client_error(resp.status_code, payload, self._names[k])
+        return _completion(payload, self._names[k], want_logprobs=params.logprobs)
 
     def _get(self, path: str) -> Any:
         """GET `path` from the first server of the fleet that answers (one may be restarting)."""
@@ -163,13 +216,13 @@ class OpenAIBackend:
             try:
                 resp = self._client.get(f"{base}{path}")
             except self._httpx.HTTPError as exc:
-                failure = BackendError(f"cannot reach {base}{path} ({type(exc).__name__}): "
+                failure = BackendError(f"cannot reach {public_url(base)}{path} ({type(exc).__name__}): "
                                        "check --base-url and that the server is up")
                 failure.__cause__ = exc
                 continue
-            payload = _json(resp, base)
+            payload = _json(resp, public_url(base))
             if resp.status_code != 200:
-                raise _client_error(resp.status_code, payload, base)
+                raise _client_error(resp.status_code, payload, public_url(base))
             return payload
         assert failure is not None  # base_urls is never empty
         raise failure
@@ -177,7 +230,7 @@ class OpenAIBackend:
     def _only_model(self) -> str:
         models = [m.get("id") for m in (self._get("/models").get("data") or []) if isinstance(m, dict)]
         if len(models) != 1 or not isinstance(models[0], str):
-            raise ConfigError(f"the server at {self.base_urls[0]} serves {len(models)} models "
+            raise ConfigError(f"the server at {self._names[0]} serves {len(models)} models "
                               f"({', '.join(map(str, models[:5]))}): pick one with --model")
         return models[0]
 

@@ -257,7 +257,9 @@ def _calibration(scored: Sequence[ItemResult]) -> dict[str, Any]:
 
 def build_report(items: Sequence[ItemResult], *, benchmark: str, scoring: str, partial: str = "",
                  config: Mapping[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
-    """The whole run's report (JSON-ready)."""
+    """The whole run's report (JSON-ready): a function of the items, not of the order they were judged or stored in
+    (a resumed run, or the shards of a sharded one merged, report the figures one uninterrupted run would)."""
+    items = sorted(items, key=lambda i: (i.item_id, i.swapped, i.strategy))
     skipped = [i for i in items if i.skipped]
     strategies = sorted({i.strategy for i in items})
     report = {

@@ -7,7 +7,8 @@
                        "labels"?: [...]} -> {"rewards": [...], "scores": [...]}; equal prompts form a group,
                        a non-empty label is the reference answer
     GET  /health       {"status": "ok" | "draining", "model", "backend", "queued"} (503 while draining)
-    GET  /metrics      Prometheus text: requests, judgments, rejections, batches, generation seconds
+    GET  /metrics      Prometheus text: requests, judgments, rejections, batches, generation seconds; with
+                       --backend openai each upstream server's state, in flight, errors and latency
 
 Requests are batched across clients (`reflectrm.serving.batcher`): those that arrive while the
 backend is busy, or within `batch_window_s` when it is idle, are judged together in one stage-1 and
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflectrm.backends.base import Backend
+from reflectrm.backends.fleet import Fleet
 from reflectrm.core.config import JudgeConfig
 from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import BackendError, Cancelled, ConfigError, InputError, ReflectRMError, require
@@ -421,6 +423,9 @@ def build_app(service: RewardService) -> Any:
         lines += reflection_parse_rate_lines(service.counters)
         lines.append(f"reflectrm_queued {service.waiting}")
         lines.append(f"reflectrm_draining {int(service.batcher.draining)}")
+        fleet = getattr(service.backend, "fleet", None)  # the openai backend's servers: in flight, errors, latency
+        if isinstance(fleet, Fleet):
+            lines += fleet.metric_lines()
         return PlainTextResponse("\n".join(lines) + "\n")
 
     origins = config.access.allowed_origins

@@ -29,6 +29,14 @@ def test_judge_through_an_openai_server_from_the_command_line(capsys):
     pytest.param(["--backend", "vllm", "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization must be in",
                  id="bad-memory-share"),
     pytest.param(["--backend", "nope"], "invalid choice: 'nope'", id="unknown-backend"),  # argparse: a usage error
+    # the fleet's routing settings: a zero cool-down would re-send to a dead server at once; a cap under the first
+    # cool-down would shorten it; an unknown routing would silently fall back
+    pytest.param(["--backend", "openai", "--base-url", "http://a:1/v1", "--cooldown-s", "0"],
+                 "cooldown_s must be a positive number", id="zero-cooldown"),
+    pytest.param(["--backend", "openai", "--base-url", "http://a:1/v1", "--cooldown-max-s", "5"],
+                 "raise --cooldown-max-s or lower --cooldown-s", id="cap-under-cooldown"),
+    pytest.param(["--backend", "openai", "--base-url", "http://a:1/v1", "--routing", "random"],
+                 "invalid choice: 'random'", id="unknown-routing"),
 ])
 def test_bad_engine_flags_are_one_line(argv, message, capsys):
     try:

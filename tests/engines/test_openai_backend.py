@@ -74,7 +74,8 @@ BAD = [
 def test_bad_answers_give_the_documented_errors(mode, error, message, requests):
     s = FakeServer(mode=mode, slow_s=1.0)
     try:
-        b = backend(s, max_retries=2, timeout_s=0.3)
+        # model named: start-up asks nothing, so only the chat requests run under the short timeout
+        b = ob.OpenAIBackend([s.url], model="judge", config=EngineConfig(max_retries=2, timeout_s=0.3))
         with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
             b.generate([GenerationRequest(PROMPT, (1,))], SAMPLE)
         assert "\n" not in str(info.value)
