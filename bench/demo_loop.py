@@ -63,7 +63,7 @@ log = logging.getLogger("bench.demo_loop")
 SEEDS = {"heldout": 777_001, "train": 777_002, "unseen": 777_003, "pool": 777_004, "reworded": 777_005,
          "random": 777_006}
 REVIEWER = "loop-reviewer"
-EVAL_STRATEGIES = ("reflectrm", "greedy")
+EVAL_STRATEGIES = ("reflectrm", "greedy", "majority")  # majority@8 from the same samples as the two-stage verdict
 
 
 class Loop:
@@ -277,10 +277,15 @@ def part_grpo(loop: Loop, before: dict[str, Any]) -> dict[str, Any]:
     snapshot = loop.services.curation.snapshot("loop-paper", note="the paper's examples from loop-train's judgments")
     final = loop.train(snapshot.name, minutes=a.grpo_minutes, steps=a.grpo_steps, mix="paper", name="grpo")
     loop.exclude_active_examples()  # the corrections' snapshots hold only corrections
-    after = loop.evaluate_checkpoint(final, ["loop-heldout", "loop-unseen"])
-    return {"derived": asdict(derived), "snapshot": snapshot.name,
-            "heldout": loop.compare(before["loop-heldout"], after["loop-heldout"], what="grpo-heldout"),
-            "unseen": loop.compare(before["loop-unseen"], after["loop-unseen"], what="grpo-unseen")}
+    after = loop.evaluate_checkpoint(final, ["loop-unseen", "loop-heldout"])  # held-out last: the gate reads it
+    out = {"derived": asdict(derived), "snapshot": snapshot.name,
+           "heldout": loop.compare(before["loop-heldout"], after["loop-heldout"], what="grpo-heldout"),
+           "unseen": loop.compare(before["loop-unseen"], after["loop-unseen"], what="grpo-unseen")}
+    if a.promote:  # the Train tab's "Use as judge", through its gate on the newest comparison (the held-out pairs)
+        promoted = loop.services.evaluation.promote(final, by=REVIEWER)
+        print(f"    Use as judge: {promoted.record.verdict}; the judge is now {loop.services.runtime.active_judge_label()}")
+        out["promotion"] = {"verdict": promoted.record.verdict, "overridden": promoted.record.overridden}
+    return out
 
 
 def corrected_sets(loop: Loop, name: str, corrected: list[tuple[int, PreferencePair]]) -> dict[str, Any]:
@@ -396,6 +401,9 @@ def main() -> int:
     ap.add_argument("--prompts-per-step", type=int, default=8)
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=16, help="pairs judged together (audit and evaluation)")
+    ap.add_argument("--promote", action="store_true",
+                    help="part grpo: then make the checkpoint the judge through the Train tab's gate (with --parts "
+                         "grpo: the corrections part trains and compares from the starting judge)")
     ap.add_argument("--seeds", type=int, default=3,
                     help="training seeds of the queue's order and random draws of the same count (one per seed)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole loop")
