@@ -377,6 +377,15 @@ def checkpoint(loop: Loop, part: str, figures: dict[str, Any]) -> None:
     path.write_text(json.dumps(done, indent=2, default=str) + "\n")
 
 
+def open_loop(ap: Any, args: Any) -> Loop:
+    """The services over a new store in `args.out` (refused by `ap` when the folder holds anything)."""
+    if args.out.exists() and any(args.out.iterdir()):
+        ap.error(f"--out {args.out} is not empty: a bench starts from a new store")
+    args.out.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.WARNING)
+    return Loop(args)
+
+
 def main() -> int:
     ap = parser(__doc__)
     ap.add_argument("--out", type=Path, required=True, help="a new folder: the store, run folders, data sets, figures")
@@ -415,12 +424,8 @@ def main() -> int:
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if not parts <= {"grpo", "corrections"}:
         ap.error(f"--parts takes grpo and corrections, got {args.parts!r}")
-    if args.out.exists() and any(args.out.iterdir()):
-        ap.error(f"--out {args.out} is not empty: the loop starts from a new store")
-    args.out.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.WARNING)
     clock = stopwatch()
-    loop = Loop(args)
+    loop = open_loop(ap, args)
     try:
         return run_loop(loop, args, parts, clock)
     finally:

@@ -21,13 +21,12 @@ Every figure is printed; the last line is one JSON object with all of them (also
 from __future__ import annotations
 
 import json
-import logging
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
-from demo_loop import Loop, checkpoint  # noqa: E402 - the loop bench's services and its Train tab path
+from demo_loop import Loop, checkpoint, open_loop  # noqa: E402 - the loop bench's services and Train tab path
 from harness import finish, load_line, parser, stopwatch  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR, read_card  # noqa: E402
 
@@ -98,12 +97,8 @@ def main() -> int:
     if args.quick:
         args.heldout, args.train_pairs, args.steps, args.prompts_per_step, args.num_generations = 8, 12, 2, 2, 2
     args.max_steps = args.steps
-    if args.out.exists() and any(args.out.iterdir()):
-        ap.error(f"--out {args.out} is not empty: the bench starts from a new store")
-    args.out.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.WARNING)
     clock = stopwatch()
-    loop = Loop(args)
+    loop = open_loop(ap, args)
     try:
         results = run(loop)
     finally:
