@@ -277,6 +277,10 @@ CASES = [
     pytest.param(["compare", "1", "2", "--db", "{w}/typo.db"], "does not exist", id="compare-db-typo"),
     pytest.param(["compare", "1", "2", "--db", "{w}/notdb.db"], "not a SQLite database", id="compare-db-not-sqlite"),
     pytest.param(["compare", "1", "2", "--db", "{w}/store.db"], "does not exist|share no", id="compare-unknown-runs"),
+    pytest.param(["eval-merge", "1", "--db", "{w}/typo.db"], "does not exist", id="eval-merge-db-typo"),
+    pytest.param(["eval-merge", "1", "--db", "{w}/notdb.db"], "not a SQLite database", id="eval-merge-db-not-sqlite"),
+    pytest.param(["eval-merge", "x", "--db", "{w}/store.db"], "is not an id", id="eval-merge-run-not-an-id"),
+    pytest.param(["eval-merge", "987", "--db", "{w}/store.db"], "does not exist", id="eval-merge-unknown-run"),
     # --- serve: flags and the store checked before the model loads -----------------------------------
     pytest.param(["serve", "--port", "99999"], "not a port", id="serve-port-out-of-range"),
     pytest.param(["serve", "--db", "{w}/notdb.db"], "not a SQLite database", id="serve-db-not-sqlite"),

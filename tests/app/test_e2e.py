@@ -500,6 +500,7 @@ def test_before_after_compares_two_models_on_the_same_pairs_as_text(page: Page, 
     page.click("#ba-run")
     expect(page.locator("#ba-run")).to_be_disabled()  # one press, one comparison: off while it runs
     summary = wait_value(page, "ba-summary", r"^(after vs before|error|stopped)")
+    assert summary.startswith("after vs before"), summary
     first, second = summary.split("\n")
     # the same weights: no difference, said for both paired figures
     assert first.startswith("after vs before on 2 pairs in both orders: flip rate "), summary

@@ -133,14 +133,16 @@ def _build_before_after(wb: Workbench, tab: Any) -> None:
         return ("stopped: the pairs judged so far are kept as evaluation runs" if stopped else "nothing is running",
                 gr.Button(interactive=True))
 
-    def listed(b, a, name):
+    def listed(name):
+        # the lists only: a value sent back would undo what the user picked or typed while this was on its way
         found = services.audit.model_choices()
-        return (gr.update(choices=found, value=b), gr.update(choices=found, value=a),
-                source_choices(services, current=name or ""))
+        names = services.judging.sources()
+        return (gr.update(choices=found), gr.update(choices=found),
+                gr.update(choices=names) if name in names else source_choices(services))
 
     pickers = [before, after, source]
-    refresh.click(listed, pickers, pickers, api_visibility="private")
-    tab.select(listed, pickers, pickers, api_visibility="private", show_progress="hidden")
+    refresh.click(listed, [source], pickers, api_visibility="private")
+    tab.select(listed, [source], pickers, api_visibility="private", show_progress="hidden")
     # the button is off while a comparison runs (it loads two models in turn): one press, one comparison
     event = run.click(lambda: gr.Button(interactive=False), None, run, queue=False, api_visibility="private").then(
         compare, [before, after, source, most], [summary, table, run], api_visibility="private",
