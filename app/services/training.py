@@ -379,8 +379,8 @@ class TrainingService:
         reflection = [k for k, rows in enumerate(units) if tasks[rows[0]] == Task.ANALYSIS.value]
         preference = len(units) - len(reflection)
         short = choice == "paper" and len(reflection) * PAPER_MIX[0] > preference * PAPER_MIX[1]
-        shown = frozenset(e.key for e in read_examples(data))
-        pool = self.replay_pool(snapshot, exclude=shown, both_orders=both_orders) if short else []
+        pool = self.replay_pool(snapshot, exclude=frozenset(e.key for e in read_examples(data)),
+                                both_orders=both_orders) if short else []
         mix = plan_mix(preference, len(reflection), choice=choice, seed=seed, replay_available=len(pool))
         if not mix.kept_preference + mix.kept_reflection:
             raise InputError("the paper's 4:1 mix keeps no rows of this snapshot: it holds no preference examples and "
@@ -392,7 +392,8 @@ class TrainingService:
         rng = random.Random(seed)
         kept_refl = set(rng.sample(reflection, mix.kept_reflection))
         replayed = [pool[i] for i in sorted(rng.sample(range(len(pool)), mix.replay))]
-        picked = ds.select([i for k, rows in enumerate(units) if k not in reflection or k in kept_refl for i in rows])
+        cut = set(reflection) - kept_refl
+        picked = ds.select([i for k, rows in enumerate(units) if k not in cut for i in rows])
         rows = [{**r, "origin": r.get("origin", ""), "pair_id": str(r.get("pair_id", ""))} for r in picked]
         for item in replayed:
             rows += (in_both_orders({**item[0].to_row(), "example_id": None}, {**item[1].to_row(), "example_id": None})
