@@ -4,6 +4,7 @@ before/after on held-out pairs judged in both orders.
 
     python bench/position_bias.py --out OUT [--model DIR] [--backend vllm] [--steps 30]
     python bench/position_bias.py --out OUT --quick        # tiny sizes: the whole path in a few minutes
+    python bench/position_bias.py --out OUT --resume       # go on from a run that stopped (same arguments)
 
 Sets (the judge's own domain; no stage of its build asked their problems): held-out pairs (what the Audit tab's
 before/after judges), and training pairs asking other problems. The training set is audited in both orders (the
@@ -52,30 +53,61 @@ def compare(loop: Loop, before: str, after: str, what: str) -> dict[str, Any]:
     return result.to_dict()
 
 
-def run(loop: Loop) -> dict[str, Any]:
+def resumed_finals(loop: Loop, runs: dict[str, Any]) -> dict[str, str]:
+    """The final models of the runs a stopped bench completed (its OUT/partial.json), read back from the store."""
+    finals = {}
+    for name, figures in runs.items():
+        view = loop.training.watch(int(figures["run"]))
+        if view.run.status == "completed" and view.run.output_model:
+            finals[name] = view.run.output_model
+            loop.figures.setdefault("runs", {})[name] = figures
+            print(f"    run {view.run.id} ({name}) completed earlier: {view.run.output_model}")
+    return finals
+
+
+def run(loop: Loop, done: dict[str, Any]) -> dict[str, Any]:
     a = loop.args
     print(f"position bias on {a.model} ({loop.domain.key}), {a.backend} backend; {load_line()}")
-    for name, pairs in sets(loop).items():
-        loop.import_set(name, pairs)
-    clock = stopwatch()
-    report = loop.services.audit.batch_audit("bias-train", cancel=loop.cancel)
-    print(f"  audited bias-train in both orders in {clock.stop():.0f} s ({len(report.flipped)} pairs flipped)")
-    derived = loop.services.curation.derive_from_labels("bias-train", seed=0)
-    snapshot = loop.services.curation.snapshot("bias-paper", note="the paper's examples from bias-train").name
-    results: dict[str, Any] = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
-                               "derived": {"preference": derived.preference, "reflection": derived.reflection},
-                               "train_flipped": len(report.flipped)}
-    finals = {}
+    if done:
+        results = {k: v for k, v in done.items() if k != "runs"}
+        finals = resumed_finals(loop, done.get("runs", {}))
+        snapshot = "bias-paper"
+    else:
+        for name, pairs in sets(loop).items():
+            loop.import_set(name, pairs)
+        clock = stopwatch()
+        report = loop.services.audit.batch_audit("bias-train", cancel=loop.cancel)
+        print(f"  audited bias-train in both orders in {clock.stop():.0f} s ({len(report.flipped)} pairs flipped)")
+        derived = loop.services.curation.derive_from_labels("bias-train", seed=0)
+        snapshot = loop.services.curation.snapshot("bias-paper", note="the paper's examples from bias-train").name
+        results = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
+                   "derived": {"preference": derived.preference, "reflection": derived.reflection},
+                   "train_flipped": len(report.flipped)}
+        finals = {}
     for name, both in (("plain", False), ("both-orders", True)):
-        finals[name] = loop.train(snapshot, minutes=0, steps=a.steps, mix="paper", name=name, both_orders=both)
-        checkpoint(loop, "bias", {**results, "runs": loop.figures.get("runs", {})})
-    results["start_to_plain"] = compare(loop, "", finals["plain"], "starting judge -> plain run")
+        if name not in finals:
+            finals[name] = loop.train(snapshot, minutes=0, steps=a.steps, mix="paper", name=name, both_orders=both)
+            checkpoint(loop, "bias", {**results, "runs": loop.figures.get("runs", {})})
+    results["start_to_plain"] = done.get("start_to_plain") or compare(loop, "", finals["plain"], "starting judge -> plain run")
     checkpoint(loop, "bias", results)
-    results["start_to_both"] = compare(loop, "", finals["both-orders"], "starting judge -> both-orders run")
+    results["start_to_both"] = done.get("start_to_both") or compare(loop, "", finals["both-orders"], "starting judge -> both-orders run")
     checkpoint(loop, "bias", results)
     results["plain_to_both"] = compare(loop, finals["plain"], finals["both-orders"], "plain run -> both-orders run")
     results["runs"] = loop.figures.get("runs", {})
     return results
+
+
+def resumable(ap: Any, args: Any) -> dict[str, Any]:
+    """What a stopped run in `args.out` measured, when it ran with the same arguments (refused otherwise)."""
+    path = args.out / "partial.json"
+    if not path.is_file():
+        ap.error(f"--resume: {path} not found: resume a folder a stopped run of this bench left, or drop --resume")
+    done = json.loads(path.read_text()).get("bias", {})
+    same = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "resume"}
+    differ = sorted(k for k, v in done.get("args", {}).items() if k in same and same[k] != v)
+    if differ:
+        ap.error(f"--resume: the stopped run had other values of {', '.join(differ)}: give the same arguments")
+    return done
 
 
 def main() -> int:
@@ -93,14 +125,18 @@ def main() -> int:
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=16, help="pairs judged together (audit and evaluation)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole path")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on in an --out a stopped run left (its store and OUT/partial.json): completed runs and "
+                         "compares are kept, the rest is done")
     args = ap.parse_args()
     if args.quick:
         args.heldout, args.train_pairs, args.steps, args.prompts_per_step, args.num_generations = 8, 12, 2, 2, 2
     args.max_steps = args.steps
     clock = stopwatch()
-    loop = open_loop(ap, args)
+    done = resumable(ap, args) if args.resume else {}
+    loop = Loop(args) if args.resume else open_loop(ap, args)
     try:
-        results = run(loop)
+        results = run(loop, done)
     finally:
         loop.services.close()
     results["seconds"] = round(clock.stop())
