@@ -56,9 +56,10 @@ def run_once(launcher: list[str], threads: int, *, data: Path, run: Path, args: 
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with timer() as t:
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
-    (run / "launch.err").write_text(done.stderr, encoding="utf-8")  # the whole of it, beside the run
+    errors = run.with_name(run.name + ".err")  # the whole of stderr, beside the run folder
+    errors.write_text(done.stderr, encoding="utf-8")
     if done.returncode != 0:
-        raise SystemExit(f"training failed ({done.returncode}; all of stderr in {run / 'launch.err'}): "
+        raise SystemExit(f"training failed ({done.returncode}; all of stderr in {errors}): "
                          f"{done.stderr[-2000:]}")
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     times = [float(s["step_time"]) for s in steps if s.get("step", 0) > 1 and "step_time" in s]

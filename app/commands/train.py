@@ -269,7 +269,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _train_foreground(run: TrainRun, config: TrainConfig) -> int:
     """Train in this process; under a launcher (torchrun, accelerate) the main process (rank 0) alone shows progress
     and the result, and every other process ends with the same exit status, saying nothing."""
-    from reflectrm.training.grpo import train
+    from reflectrm.training.grpo import leave_process_group, train
     from reflectrm.training.launch import launched
 
     main = launched().main
@@ -293,6 +293,7 @@ def _train_foreground(run: TrainRun, config: TrainConfig) -> int:
         stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():
             signal.signal(s, handler)
+        leave_process_group()
     if not result.main:
         return EXIT_CANCELLED if result.state == "cancelled" else 0
     print(json.dumps({"state": result.state, "step": result.step, "ended_by": result.ended_by,

@@ -588,11 +588,28 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     final = None if cancelled else export_final(trainer, tokenizer, files.final, meta={
         "base_model": model, "data": str(data), "config": config.to_dict(), "processes": processes.world_size,
         "step": step})
+    _barrier()  # every process returns once rank 0's final model is written: none reports or exits before it
     newest = last_checkpoint(files.root)
     return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
                        last_checkpoint=newest.path if newest else None, metrics=dict(output.metrics),
                        ended_by="cancel" if cancelled else callback.ended_by or "steps",
                        processes=processes.world_size, main=processes.main)
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def leave_process_group() -> None:
+    """Leave the launch's process group (torchrun, accelerate) before the process exits: a process that exits
+    holding it can abort on the connection its peer closes first (gloo). Nothing to do in one process."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def reward_function(name: str, config: TrainConfig) -> Any:
