@@ -5,8 +5,9 @@
     reflectrm train --data data/demo-1a2b3c4d5e6f --model PATH --output runs/r1 [--max-steps N] [--lora]
     reflectrm train-status runs/r1 [--json]
 
-`reflectrm_app.cli` adds these to the `reflectrm` command. Under `accelerate launch` (several GPUs or nodes),
-run this module: `accelerate launch --config_file CFG -m reflectrm_app.commands.train train ...`.
+`reflectrm_app.cli` adds these to the `reflectrm` command. Several processes (CPUs, GPUs, nodes) run this module
+under a launcher: `torchrun --nproc_per_node N -m reflectrm_app.commands.train train ...` or
+`accelerate launch --config_file CFG -m reflectrm_app.commands.train train ...`; rank 0 alone reports the run.
 """
 
 from __future__ import annotations
@@ -243,11 +244,16 @@ class TrainRun:
 def cmd_train(args: argparse.Namespace) -> int:
     from reflectrm.defaults import default_model
     from reflectrm.training.grpo import check_train_inputs
+    from reflectrm.training.launch import launched
 
     config = config_from_args(args)
     run = TrainRun(data=args.data, model=default_model(args.model), output=args.output, resume=not args.fresh,
                    detach=args.detach)
     check_train_inputs(run.data, model=run.model, output_dir=run.output, config=config, resume=run.resume)
+    if run.detach and launched().world_size > 1:  # each process of the launch would start a run of its own
+        raise InputError("--detach starts one background process and cannot run under a multi-process launch "
+                         "(torchrun, accelerate launch): drop --detach, and run the launcher in the background "
+                         "(nohup, tmux) if needed")
     if run.detach:
         from reflectrm.training import jobs
 
@@ -261,28 +267,37 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train_foreground(run: TrainRun, config: TrainConfig) -> int:
-    from reflectrm.training.grpo import train
+    """Train in this process; under a launcher (torchrun, accelerate) the main process (rank 0) alone shows progress
+    and the result, and every other process ends with the same exit status, saying nothing."""
+    from reflectrm.training.grpo import leave_process_group, train
+    from reflectrm.training.launch import launched
 
+    main = launched().main
     stop = threading.Event()
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def request_stop(signum: int, frame: Any) -> None:
         if stop.is_set():  # a second Ctrl-C: stop now
             raise KeyboardInterrupt
-        print("stopping after this step (a checkpoint is saved); Ctrl-C again to stop now", file=sys.stderr)
+        if main:  # a Ctrl-C reaches every process of a launch: one says so
+            print("stopping after this step (a checkpoint is saved); Ctrl-C again to stop now", file=sys.stderr)
         stop.set()
 
     for s in previous:
         signal.signal(s, request_stop)
-    watcher = threading.Thread(target=_print_progress, args=(run.output, stop), daemon=True)
-    watcher.start()
+    if main:
+        threading.Thread(target=_print_progress, args=(run.output, stop), daemon=True).start()
     try:
         result = train(run.data, model=run.model, output_dir=run.output, config=config, resume=run.resume, stop=stop)
     finally:
         stop.set()  # ends the progress watcher too, however training ended (a refusal, a failure)
         for s, handler in previous.items():
             signal.signal(s, handler)
+        leave_process_group()
+    if not result.main:
+        return EXIT_CANCELLED if result.state == "cancelled" else 0
     print(json.dumps({"state": result.state, "step": result.step, "ended_by": result.ended_by,
+                      "processes": result.processes,
                       "final_model": str(result.final_model) if result.final_model else None,
                       "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None}, indent=2))
     print(printable(outcome_line(result, config)), file=sys.stderr)

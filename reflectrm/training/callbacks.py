@@ -7,8 +7,13 @@ import time
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 
-from reflectrm.training.runs import RunFiles
+from reflectrm.training.runs import PROCESS_COUNT, RunFiles
+
+# Why a run stops, as a number every process can all-reduce: the largest wins (a cancel over a spent budget).
+GO, TIME_BUDGET, CANCEL = 0, 1, 2
+ENDED_BY = {TIME_BUDGET: "time budget", CANCEL: "cancel"}
 
 
 class RunCallback(TrainerCallback):
@@ -17,6 +22,10 @@ class RunCallback(TrainerCallback):
     A stop is asked for by setting `stop` (in-process: Ctrl-C, a worker's SIGTERM) or by creating
     the run's `cancel` file (another process: the app). The trainer finishes the current step,
     saves a checkpoint and returns, so the run resumes from there.
+
+    Several processes (torchrun, accelerate): rank 0 alone writes the folder, reads the cancel file and
+    its clock for the time budget; its decision (or a signal any process got) is all-reduced every step,
+    so every process stops after the same step.
     """
 
     def __init__(self, files: RunFiles, stop: threading.Event, *, max_time_s: float | None = None,
@@ -30,10 +39,14 @@ class RunCallback(TrainerCallback):
         self._began = time.monotonic()
         self.ended_by = ""  # "cancel" or "time budget" once this callback stopped the run; "" otherwise
 
-    def _stop_requested(self) -> bool:
-        if not self.stop.is_set() and self.files.cancel.exists():
+    def _stop_wanted(self, *, main: bool) -> int:
+        """This process's view: a signal it got (`stop`), and on rank 0 the cancel file and the time budget."""
+        if main and not self.stop.is_set() and self.files.cancel.exists():
             self.stop.set()
-        return self.stop.is_set()
+        if self.stop.is_set():
+            return CANCEL
+        out_of_time = self.max_time_s is not None and time.monotonic() - self._began >= self.max_time_s
+        return TIME_BUDGET if main and out_of_time else GO
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._began = time.monotonic()
@@ -61,11 +74,10 @@ class RunCallback(TrainerCallback):
                 self._paced = True
                 status.update(pace_since_unix=status["step_unix"], first_step=state.global_step)
             self.files.update_status(**status)
-        out_of_time = self.max_time_s is not None and time.monotonic() - self._began >= self.max_time_s
-        cancel = self._stop_requested()
-        if _any_rank(cancel or out_of_time, args.device):
+        reason = _largest(self._stop_wanted(main=state.is_world_process_zero), args.device)
+        if reason != GO:
             # a cancel, or the time budget spent (a completed run): stop with a checkpoint
-            self.ended_by = "cancel" if cancel else "time budget"
+            self.ended_by = ENDED_BY[reason]
             control.should_training_stop = True
             control.should_save = True
         if state.max_steps and state.global_step >= state.max_steps:
@@ -79,17 +91,32 @@ class RunCallback(TrainerCallback):
             self.files.append(self.files.metrics, {"step": state.global_step, "time": time.time(), **logs})
 
 
-def _any_rank(flag: bool, device: Any) -> bool:
-    """`flag` on any process: every rank must stop at the same step or the others wait forever."""
+class ProcessCount(TrainerCallback, ExportableState):
+    """Records in every checkpoint how many processes trained it (trainer_state.json's `stateful_callbacks`, under
+    `runs.PROCESS_COUNT`): a resume on another count is refused (`runs.check_processes`)."""
+
+    def __init__(self, processes: int = 1) -> None:
+        self.processes = processes
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {"processes": self.processes}, "attributes": {}}
+
+
+assert ProcessCount.__name__ == PROCESS_COUNT  # transformers files the record under the class's name
+
+
+def _largest(value: int, device: Any) -> int:
+    """The largest `value` over the processes (one process: `value`): every rank must stop at the same step or the
+    others wait forever in the next step's collectives."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        return flag
+        return value
     import torch
 
-    t = torch.tensor([1 if flag else 0], device=device)
+    t = torch.tensor([value], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return int(t.item())
 
 
 def _from_rank0(value: float, device: Any) -> float:

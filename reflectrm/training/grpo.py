@@ -9,8 +9,10 @@ The run folder (`reflectrm.training.runs`) gets its status, a metrics JSONL, rec
 checkpoints that `reflectrm judge --model` loads; a rerun resumes from the last checkpoint; a stop
 event, a `cancel` file or SIGTERM (in a worker) ends it cleanly at the next step, with a checkpoint.
 
-Several GPUs or nodes: launch the same command under `accelerate launch` with one of the configs in
-`reflectrm/training/configs/` (see configs/README.md). Heavy imports happen inside functions.
+Several processes (CPUs, GPUs or nodes): launch the same command under `torchrun` or `accelerate launch` (the
+configs in `reflectrm/training/configs/`, see configs/README.md). Rank 0 alone writes the run folder and reports;
+every process stops after the same step; a run resumes only on the number of processes that trained it
+(`reflectrm.training.launch`). Heavy imports happen inside functions.
 """
 
 from __future__ import annotations
@@ -35,8 +37,16 @@ from reflectrm.core.config import check_positive_int, check_seed, counting, seed
 from reflectrm.defaults import check_threads
 from reflectrm.errors import ConfigError, DiskFull, InputError, require
 from reflectrm.files.locks import exclusive
+from reflectrm.training.launch import Processes, launched
 from reflectrm.training.rewards import MIN_ANALYSIS_CHARS, REWARDS, completion_text
-from reflectrm.training.runs import RunFiles, check_checkpoint, last_checkpoint, now_iso, process_start
+from reflectrm.training.runs import (
+    RunFiles,
+    check_checkpoint,
+    check_processes,
+    last_checkpoint,
+    now_iso,
+    process_start,
+)
 
 log = logging.getLogger(__name__)
 
@@ -346,13 +356,16 @@ def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, 
                        resume: bool = False) -> None:
     """Every precondition of a run that needs no weights loaded: checked before the run folder is made or touched.
 
-    The device and the model folder are checked as a judge's are; with `resume`, the checkpoint it resumes from;
-    with LoRA, that the model has the modules it names (from its config alone: no weights are read)."""
+    The launch (`launched`: a multi-process launch that started one process is refused); the device and the model
+    folder are checked as a judge's are; with `resume`, the checkpoint it resumes from and that this launch has as
+    many processes as trained it; with LoRA, that the model has the modules it names (from its config alone: no
+    weights are read)."""
+    processes = launched()
     check_run_folder(output_dir)
     check_lr_scheduler(config.lr_scheduler)
     check_model(model)
     check_device_available(config.device, name="--device")
-    config.accumulation_steps(int(os.environ.get("WORLD_SIZE", "1")))  # else TRL's ValueError, after the model loads
+    config.accumulation_steps(processes.world_size)  # else TRL's ValueError, after the model loads
     if config.threads is not None:  # here, not in TrainConfig: a run made on a bigger machine still reads
         check_threads(config.threads, name="--threads")
     if not Path(data).is_dir():
@@ -360,6 +373,7 @@ def check_train_inputs(data: str | Path, *, model: str, output_dir: str | Path, 
                          "or an export with --format hf")
     if resume and (resumable := last_checkpoint(output_dir)) is not None:
         check_checkpoint(resumable)
+        check_processes(resumable, processes=processes.world_size)
     if config.lora:
         check_lora_targets(model, config.lora_target_modules)
     if config.both_orders:
@@ -424,6 +438,9 @@ class TrainResult:
         metrics: the trainer's closing metrics (runtime, mean loss, ...).
         ended_by: what ended it: "steps" (its max_steps or epochs), "time budget" (max_time_s spent: a planned
             stop, completed with a final model) or "cancel" (a Stop, Ctrl-C, SIGTERM or the cancel file).
+        processes: how many processes trained together (torchrun, accelerate launch; 1 without a launcher).
+        main: whether this is the main process (rank 0), the one that wrote the run folder and reports the run;
+            every other process of a launch gets a result with `main` False and says nothing.
     """
 
     state: str
@@ -432,6 +449,8 @@ class TrainResult:
     last_checkpoint: Path | None
     metrics: Mapping[str, float]
     ended_by: str = "steps"
+    processes: int = 1
+    main: bool = True
 
 
 def train(
@@ -450,18 +469,19 @@ def train(
     """
     check_train_inputs(data, model=model, output_dir=output_dir, config=config, resume=resume)
     files = RunFiles(Path(output_dir))
-    main = _is_main_process()  # under accelerate launch every process runs this; one writes the status
+    processes = launched()  # under torchrun or accelerate launch every process runs this; rank 0 writes the folder
+    main = processes.main
     with contextlib.ExitStack() as stack:
         if main:  # one run per folder: a second is refused before it writes its status over this one's
             stack.enter_context(exclusive(files.root, flag="the run folder", folder=True))
             files.cancel.unlink(missing_ok=True)
             files.update_status(state="starting", pid=os.getpid(), pid_start=process_start(os.getpid()), error="",
-                                finished_at=None, finished_unix=None)
+                                finished_at=None, finished_unix=None, processes=processes.world_size)
         else:
             files.root.mkdir(parents=True, exist_ok=True)
         try:
             result = _train(data, model=model, files=files, config=config, resume=resume,
-                            stop=stop or threading.Event())
+                            stop=stop or threading.Event(), processes=processes)
         except BaseException as exc:
             failure = disk_full(exc, files) if main else None
             if main:
@@ -526,10 +546,6 @@ def remove_torn_saves(run_dir: Path, *, after: int) -> list[str]:
     return removed
 
 
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
 def _now() -> float:
     import time
 
@@ -537,10 +553,10 @@ def _now() -> float:
 
 
 def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig, resume: bool,
-           stop: threading.Event) -> TrainResult:
+           stop: threading.Event, processes: Processes) -> TrainResult:
     from trl import GRPOTrainer
 
-    from reflectrm.training.callbacks import RunCallback
+    from reflectrm.training.callbacks import ProcessCount, RunCallback
     from reflectrm.training.data import load_snapshot
 
     check_model(model)
@@ -548,32 +564,52 @@ def _train(data: str | Path, *, model: str, files: RunFiles, config: TrainConfig
     if config.both_orders:
         dataset = twin_blocks(dataset, seed=config.seed)
     tokenizer = load_tokenizer(model)
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    args = grpo_args(config, files.root, world_size=world_size)
+    args = grpo_args(config, files.root, world_size=processes.world_size)
     resumable = last_checkpoint(files.root) if resume else None  # the newest complete one, not a half-saved one
     checkpoint = str(resumable.path) if resumable else None
     callback = RunCallback(files, stop, max_time_s=config.max_time_s, decay_over_time=config.lr_scheduler == TIME_DECAY)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[_recording(reward_function(name, config), files, config, record=i == 0)
+        reward_funcs=[_recording(reward_function(name, config), files, config, record=i == 0 and processes.main)
                       for i, name in enumerate(config.reward_weights)],
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(config) if config.lora else None,
-        callbacks=[callback],
+        callbacks=[callback, ProcessCount(processes.world_size)],
     )
     log.info("training %s on %s (%d rows), resuming from %s", model, data, len(dataset), checkpoint or "scratch")
     with _torch_threads(config):
         output = trainer.train(resume_from_checkpoint=checkpoint)
     step = trainer.state.global_step
-    cancelled = stop.is_set() or files.cancel.exists()
+    # every process stopped on the same decision (the callback's); a stop asked for after the last step's (during
+    # the final save) still cancels here, as rank 0 reads it: no final model
+    cancelled = callback.ended_by == "cancel" or stop.is_set() or (processes.main and files.cancel.exists())
     final = None if cancelled else export_final(trainer, tokenizer, files.final, meta={
-        "base_model": model, "data": str(data), "config": config.to_dict(), "step": step})
+        "base_model": model, "data": str(data), "config": config.to_dict(), "processes": processes.world_size,
+        "step": step})
+    _barrier()  # every process returns once rank 0's final model is written: none reports or exits before it
     newest = last_checkpoint(files.root)
     return TrainResult(state="cancelled" if cancelled else "completed", step=step, final_model=final,
                        last_checkpoint=newest.path if newest else None, metrics=dict(output.metrics),
-                       ended_by="cancel" if cancelled else callback.ended_by or "steps")
+                       ended_by="cancel" if cancelled else callback.ended_by or "steps",
+                       processes=processes.world_size, main=processes.main)
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def leave_process_group() -> None:
+    """Leave the launch's process group (torchrun, accelerate) before the process exits: a process that exits
+    holding it can abort on the connection its peer closes first (gloo). Nothing to do in one process."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def reward_function(name: str, config: TrainConfig) -> Any:
@@ -649,14 +685,14 @@ def export_final(trainer: Any, tokenizer: Any, where: Path, *, meta: Mapping[str
 
 
 def _recording(reward: Any, files: RunFiles, config: TrainConfig, *, record: bool) -> Any:
-    """`reward`, also appending the first few completions of each call to the run's completions.jsonl."""
-    main_process = _is_main_process() and record
+    """`reward`, also appending the first few completions of each call to the run's completions.jsonl (`record`: the
+    first reward of the main process; every other process keeps its completions to itself)."""
 
     def recorded(completions: Any, label: Any = None, task: Any = None, **kwargs: Any) -> list[float]:
         values = reward(completions=completions, label=label, task=task,
                         min_analysis_chars=config.min_analysis_chars, **kwargs)
         state = kwargs.get("trainer_state")
-        if main_process and config.completions_to_record:
+        if record and config.completions_to_record:
             for i in range(min(config.completions_to_record, len(completions))):
                 files.append(files.completions, {
                     "step": (state.global_step + 1) if state is not None else None, "reward_fn": reward.__name__,

@@ -34,6 +34,7 @@ from reflectrm.training.runs import (
     RunFiles,
     RunProgress,
     check_checkpoint,
+    check_processes,
     last_checkpoint,
     list_checkpoints,
     now_iso,
@@ -129,6 +130,7 @@ def resume_run(run_dir: str | Path, *, max_steps: int | None = None, env: Mappin
     _check_free(files)
     if (resumable := last_checkpoint(files.root)) is not None:  # refused here, before a write, not in the worker's log
         check_checkpoint(resumable)
+        check_processes(resumable, processes=1)  # the worker is one process
     if max_steps is not None:
         spec = run_spec(files.root)
         spec["config"] = TrainConfig.from_dict(spec["config"]).with_(max_steps=max_steps).to_dict()

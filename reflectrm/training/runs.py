@@ -97,7 +97,7 @@ def _finite(value: Any) -> Any:
 STATUS_TYPES: Mapping[str, str] = {
     "state": "str", "error": "str", "pid_start": "str", "pid": "count", "step": "count", "first_step": "count",
     "total_steps": "count", "started_unix": "time", "finished_unix": "time", "updated_unix": "time",
-    "step_unix": "time", "pace_since_unix": "time", "deadline_unix": "time",
+    "step_unix": "time", "pace_since_unix": "time", "deadline_unix": "time", "processes": "count",
 }
 """The status fields a watcher computes with, by kind: a count is a whole number from 0 to 2**63-1, a time a finite
 number (a status.json edited by hand or damaged on disk must not crash `train-status`, the app or a resume)."""
@@ -303,6 +303,45 @@ def check_checkpoint(checkpoint: Checkpoint) -> None:
     if problem:
         raise InputError(f"cannot resume from {checkpoint.path}: its trainer_state.json {problem}; delete that "
                          "checkpoint folder to resume from the one before it, or start over (`train --fresh`, or a new run)")
+
+
+PROCESS_COUNT = "ProcessCount"
+"""The key of trainer_state.json's `stateful_callbacks` under which a checkpoint records how many processes trained
+it (`reflectrm.training.callbacks.ProcessCount`: saved with the trainer's state, so never apart from it)."""
+
+
+def checkpoint_processes(checkpoint: Checkpoint) -> int | None:
+    """How many processes trained `checkpoint`: its own record, else its random-number states (transformers saves
+    one per process, `rng_state_K.pth`, or `rng_state.pth` for one); None when neither says."""
+    state = _read_json(checkpoint.path / "trainer_state.json")
+    record = state.get("stateful_callbacks")
+    record = record.get(PROCESS_COUNT) if isinstance(record, dict) else None
+    processes = record.get("args", {}).get("processes") if isinstance(record, dict) and isinstance(
+        record.get("args"), dict) else None
+    if _typed(processes, "count") and processes:
+        return processes
+    ranks = [m.group(1) for p in checkpoint.path.glob("rng_state*.pth") if (m := _RNG_STATE.match(p.name))]
+    if not ranks:
+        return None
+    return max(int(r) for r in ranks if r) + 1 if any(ranks) else 1
+
+
+_RNG_STATE = re.compile(r"^rng_state(?:_(\d{1,7}))?\.pth$")
+
+
+def check_processes(checkpoint: Checkpoint, *, processes: int) -> None:
+    """Refuse to resume a checkpoint on another number of processes than trained it, before any training work.
+
+    Each process resumes its own data position and random state, and a step's batch is split across the
+    processes: on another count the run would silently go on as a different one."""
+    trained = checkpoint_processes(checkpoint)
+    if trained is not None and trained != processes:
+        raise InputError(
+            f"cannot resume from {checkpoint.path}: it was trained by {trained} process{'es' * (trained != 1)} and "
+            f"this launch has {processes} (each process resumes its own share of the data and its own random state): "
+            f"resume with {trained} (`torchrun --nproc_per_node {trained} ...`"
+            f"{'' if trained > 1 else ', or no launcher'}), or start over on {processes} (`train --fresh`, or a new "
+            "run folder)")
 
 
 def _trainer_state_problem(path: Path) -> str | None:
