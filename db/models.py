@@ -112,6 +112,10 @@ class Judgment(Base):
     # sha256 of (pair, model, config, order) for judgments recorded idempotently (a resumable file run): the
     # store refuses a second row with the same key, so a rerun after a crash cannot duplicate. NULL otherwise.
     idempotency_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    # sha256 of the question a judgment answers (pair content, prompt templates, model revision, sampling
+    # settings, seed, order: `reflectrm.serving.cache.request_key`) for judgments the reward service stores:
+    # every replica on the store answers that question from this row instead of generating it again. NULL otherwise.
+    cache_key: Mapped[str | None] = mapped_column(String(64), unique=True)
     # Derived at record time for the review queue (a judgment never changes afterwards).
     anchor_confidence: Mapped[float | None] = mapped_column(Double)  # Eq. 5 of the anchor; NULL: no anchor or -inf
     split_vote: Mapped[bool] = mapped_column(Boolean)  # both responses got votes

@@ -216,31 +216,42 @@ def list_pairs(session: Session, *, source: str | None, limit: int, offset: int)
 
 
 def add_judgments(
-    session: Session, *, judgments: Sequence[Judgment], swapped: bool, idempotent: bool = False
+    session: Session, *, judgments: Sequence[Judgment], swapped: bool, idempotent: bool = False,
+    cache_keys: Sequence[str] | None = None,
 ) -> list[int]:
     """Insert judgments (and their pairs, once); with `swapped`, link each [original, swapped] pair.
 
     A swapped order is a judgment of the same pair, stored against the original pair's row with
     `swapped` set: an audit never adds a pair to the data set it audits. With `idempotent`, each
     judgment carries `judgment_key` and one already stored under its key is not inserted again: its
-    existing row id is returned in its place.
+    existing row id is returned in its place. `cache_keys` (the reward service's, one per judgment:
+    `reflectrm.serving.cache.request_key`) work the same way on their own column, and a key a concurrent
+    writer stores first, between the look-up and the insert, is read back instead of conflicting.
     """
+    if cache_keys is not None and len(cache_keys) != len(judgments):
+        raise ValueError(f"{len(cache_keys)} cache keys for {len(judgments)} judgments: give one per judgment")
     originals = judgments[::2] if swapped else judgments
     pair_ids, _ = add_pairs(session, pairs=[j.pair for j in originals])
     if swapped:
         pair_ids = [p for p in pair_ids for _ in range(2)]
     orders = [swapped and k % 2 == 1 for k in range(len(judgments))]
     keys = [judgment_key(j, swapped=o) if idempotent else None for j, o in zip(judgments, orders)]
-    stored = _judgment_ids_by_key(session, [k for k in keys if k is not None])
+    caches = list(cache_keys) if cache_keys is not None else [None] * len(judgments)
+    stored = _judgment_ids_by(session, m.Judgment.idempotency_key, [k for k in keys if k is not None])
+    cached = _judgment_ids_by(session, m.Judgment.cache_key, [k for k in caches if k is not None])
     ids, new = [], [False] * len(judgments)
-    for k, (j, p, o, key) in enumerate(zip(judgments, pair_ids, orders, keys)):
-        if key is not None and key in stored:
-            ids.append(stored[key])
-            continue
-        new[k] = True
-        judgment_id = add_judgment(session, judgment=j, pair_id=p, swapped=o, key=key)
+    for k, (j, p, o, key, cache) in enumerate(zip(judgments, pair_ids, orders, keys, caches)):
+        known = stored.get(key) if key is not None else cached.get(cache) if cache is not None else None
+        judgment_id = known
+        if known is None:
+            judgment_id = add_judgment(session, judgment=j, pair_id=p, swapped=o, key=key, cache_key=cache)
+            new[k] = judgment_id is not None
+        if judgment_id is None:  # a concurrent writer stored this cache key first: its row is the judgment
+            judgment_id = _judgment_ids_by(session, m.Judgment.cache_key, [cache])[cache]  # type: ignore[list-item]
         if key is not None:
             stored[key] = judgment_id  # the same judgment twice in one call is stored once
+        if cache is not None:
+            cached[cache] = judgment_id
         ids.append(judgment_id)
     if swapped:
         for k in range(0, len(ids), 2):
@@ -265,21 +276,41 @@ def judgment_key(judgment: Judgment, *, swapped: bool) -> str:
     })
 
 
-def _judgment_ids_by_key(session: Session, keys: Sequence[str]) -> dict[str, int]:
+def _judgment_ids_by(session: Session, column: Any, keys: Sequence[str]) -> dict[str, int]:
+    """The row id of each judgment stored under one of `keys` in `column` (idempotency or cache key)."""
     found: dict[str, int] = {}
     for chunk in _chunks(list(dict.fromkeys(keys)), _IN_CHUNK):
-        stmt = select(m.Judgment.idempotency_key, m.Judgment.id).where(m.Judgment.idempotency_key.in_(chunk))
-        found.update({key: jid for key, jid in session.execute(stmt)})
+        found.update({key: jid for key, jid in session.execute(select(column, m.Judgment.id).where(column.in_(chunk)))})
     return found
 
 
+def cached_judgments(session: Session, *, keys: Sequence[str]) -> dict[str, StoredJudgment]:
+    """The judgment stored under each cache key found (`add_judgments(cache_keys=...)`); keys not stored are left out."""
+    ids = _judgment_ids_by(session, m.Judgment.cache_key, keys)
+    loaded = {s.id: s for s in get_judgments(session, judgment_ids=list(ids.values()))}
+    return {key: loaded[jid] for key, jid in ids.items() if jid in loaded}
+
+
 def add_judgment(
-    session: Session, *, judgment: Judgment, pair_id: int, swapped: bool, key: str | None = None
-) -> int:
-    """Insert a judgment with its samples and reflections; returns its row id."""
+    session: Session, *, judgment: Judgment, pair_id: int, swapped: bool, key: str | None = None,
+    cache_key: str | None = None,
+) -> int | None:
+    """Insert a judgment with its samples and reflections; returns its row id.
+
+    With `cache_key`, a row already stored under it (a concurrent writer's, committed meanwhile) is left as it
+    is and None is returned: the insert does nothing instead of failing the transaction."""
     # Core inserts of constant statements: compiled once and cached, several times faster than ORM objects.
-    values = {**_judgment_values(judgment, pair_id=pair_id, swapped=swapped), "idempotency_key": key}
-    judgment_id = session.execute(_INSERT_JUDGMENT, values).scalar_one()
+    values = {**_judgment_values(judgment, pair_id=pair_id, swapped=swapped), "idempotency_key": key,
+              "cache_key": cache_key}
+    if cache_key is None:
+        judgment_id = session.execute(_INSERT_JUDGMENT, values).scalar_one()
+    else:
+        dialect = session.get_bind().dialect.name
+        insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(m.Judgment)
+        stmt = insert.on_conflict_do_nothing(index_elements=["cache_key"]).returning(m.Judgment.id)
+        judgment_id = session.execute(stmt, values).scalar_one_or_none()
+        if judgment_id is None:
+            return None
     if judgment.rollouts:
         session.execute(_INSERT_SAMPLE, [_sample_values(r, judgment_id, k) for k, r in enumerate(judgment.rollouts)])
     if judgment.reflections:

@@ -297,6 +297,22 @@ class JudgmentStore:
             lambda s: repository.add_judgments(s, judgments=judgments, swapped=swapped, idempotent=idempotent)
         )
 
+    def record_keyed(self, judgments: Sequence[Judgment], *, swapped: bool, keys: Sequence[str]) -> list[int]:
+        """`record` with the reward service's cache keys (`reflectrm.serving.cache.request_key`, one per judgment).
+
+        A judgment whose key is stored already (by any process on this store, even one that stored it
+        between this one's look-up and its insert) is not stored again: its row id is returned in its place.
+        """
+        _check_swapped(judgments, swapped=swapped)
+        return self._write(
+            lambda s: repository.add_judgments(s, judgments=judgments, swapped=swapped, cache_keys=keys)
+        )
+
+    def cached(self, keys: Sequence[str]) -> dict[str, tuple[int, Judgment]]:
+        """The stored (row id, judgment) of each cache key found (`record_keyed`); keys not stored are left out."""
+        found = self._read(lambda s: repository.cached_judgments(s, keys=keys))
+        return {key: (stored.id, stored.judgment) for key, stored in found.items()}
+
     def load(self, judgment_id: int) -> StoredJudgment:
         """A judgment exactly as recorded (`load(id).judgment == recorded`)."""
         found = self._read(lambda s: repository.get_judgments(s, judgment_ids=[judgment_id]))

@@ -155,9 +155,9 @@ def run_service(command: ServeCommand) -> int:
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(open_store(command.db)) if command.db else None
         backend = load_backend(command.backend, command.engine)
-        record = (lambda judgments, swapped: store.record(judgments, swapped=swapped)) if store else None
+        # with a store, a judgment asked before (by any replica on it) is answered from it (`serving.cache`)
         service = RewardService(backend, judge_config=command.judge, reward_config=command.rewards,
-                                config=command.service, record=record)
+                                config=command.service, cache=store)
         print(printable(f"ReflectRM reward service on http://{server.host}:{server.port} "
                         f"({backend.name}: {backend.model_id})"),
               file=sys.stderr, flush=True)

@@ -243,6 +243,10 @@ class Batcher:
             else:
                 self._finish(job)
 
+    def finish(self, job: Job) -> None:
+        """Answer a job whose pairs are all judged (or that has none) without a round: `finish`, or its failure."""
+        self._finish(job)
+
     def _finish(self, job: Job) -> None:
         if job.left:
             _fail(job, ClientLeft("the client left"))

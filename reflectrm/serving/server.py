@@ -38,7 +38,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reflectrm.backends.base import Backend
@@ -48,6 +48,7 @@ from reflectrm.core.types import Judgment, PreferencePair
 from reflectrm.errors import BackendError, Cancelled, ConfigError, InputError, ReflectRMError, require
 from reflectrm.files.inputs import unique_keys
 from reflectrm.serving.batcher import Batcher, Busy, Draining, Job
+from reflectrm.serving.cache import JudgmentCache, request_key
 from reflectrm.serving.guard import AccessGuard
 from reflectrm.serving.hosts import AccessConfig, Refusal, json_body_refusal
 from reflectrm.serving.rewards import (Grouped, RewardConfig, completion_text, conversation_of, group_by_prompt,
@@ -57,6 +58,10 @@ log = logging.getLogger(__name__)
 
 Record = Callable[[Sequence[Judgment], bool], list[int]]
 """Stores judgments (`swapped=True`: [original, swapped] pairs); returns their ids (the store's `record`)."""
+
+Answer = Callable[[list[Judgment], "list[int] | None", "int | None"], dict[str, Any]]
+"""A request's reply from its judgments, their stored ids (None: not stored) and how many of them the store
+answered (None: no cache)."""
 
 RETRY_AFTER_S = 1  # what a 429 or a draining 503 tells the client to wait
 
@@ -125,9 +130,11 @@ class RewardService:
     """The service behind the routes: validation, admission, batching (`Batcher`), recording, counters."""
 
     def __init__(self, backend: Backend, *, judge_config: JudgeConfig, reward_config: RewardConfig,
-                 config: ServeConfig, record: Record | None = None) -> None:
+                 config: ServeConfig, record: Record | None = None, cache: JudgmentCache | None = None) -> None:
+        if record is not None and cache is not None:
+            raise ConfigError("give the service a record function or a cache (a store), not both: the cache stores")
         self.backend, self.judge_config, self.reward_config = backend, judge_config, reward_config
-        self.config, self.record = config, record
+        self.config, self.record, self.cache = config, record, cache
         self.counters: Counter[str] = Counter()
         self.batcher = Batcher(backend, judge_config, max_queue=config.max_queue, window_s=config.batch_window_s,
                                round_judgments=config.round_judgments, round_requests=config.round_requests,
@@ -138,7 +145,7 @@ class RewardService:
         return self.batcher.queued
 
     def judge_job(self, payload: Any) -> Job:
-        """/v1/judge: one pair, answered with its judgment's anatomy (and `stored_id` with a store)."""
+        """/v1/judge: one pair, answered with its judgment's anatomy (and `stored_id`, `from_store` with a store)."""
         payload = _object(payload)
         _refuse_unknown(payload, JUDGE_FIELDS, "/v1/judge")
         for name in ("response_1", "response_2"):
@@ -146,16 +153,15 @@ class RewardService:
                 raise InputError(f"{name!r} must be a string, got {_kind(payload[name])}")
         pair = PreferencePair.from_dict(payload)  # an id of 0, false or 0.0 is kept as written (core.types.id_text)
 
-        def finish(judgments: list[Judgment]) -> dict[str, Any]:
-            [judgment] = judgments
-            out = judgment.to_dict()
-            json.dumps(out, ensure_ascii=False).encode("utf-8")  # the answer must encode before anything is stored
-            if self.record is not None:
-                out["stored_id"] = self.record([judgment], False)[0]
-            count_judgments(self.counters, [judgment])
+        def answer(judgments: list[Judgment], ids: list[int] | None, hits: int | None) -> dict[str, Any]:
+            out = judgments[0].to_dict()
+            if ids is not None:
+                out["stored_id"] = ids[0]
+            if hits is not None:
+                out["from_store"] = bool(hits)  # answered from the store, not generated again
             return out
 
-        return Job([pair], finish)
+        return self._job([pair], swapped=False, answer=answer)
 
     def rewards_job(self, prompts: Sequence[Any], groups: Sequence[Sequence[str]],
                     references: Sequence[str | None] | None, *, grouped: Grouped | None = None) -> Job:
@@ -168,17 +174,53 @@ class RewardService:
                             "send fewer groups per request, or cap opponents (--opponents)")
         plan = plan_rewards(prompts, groups, config=self.reward_config, references=references)
 
-        def finish(judgments: list[Judgment]) -> dict[str, Any]:
+        def answer(judgments: list[Judgment], ids: list[int] | None, hits: int | None) -> dict[str, Any]:
             rewards = plan.rewards(judgments)
-            if self.record is not None and judgments:
-                self.record(judgments, self.reward_config.both_orders)  # all of a request's judgments, or none
-            count_judgments(self.counters, judgments)
-            if grouped is None:
-                return {"rewards": rewards}
-            flat = grouped.flatten(rewards)
-            return {"rewards": flat, "scores": flat, "extra_logs": {}}
+            out: dict[str, Any] = {"rewards": rewards} if grouped is None else \
+                {"rewards": grouped.flatten(rewards), "scores": grouped.flatten(rewards), "extra_logs": {}}
+            if hits is not None:
+                out["from_store"] = hits  # how many of the request's judgments the store answered
+            return out
 
-        return Job(plan.pairs, finish)
+        return self._job(plan.pairs, swapped=self.reward_config.both_orders, answer=answer)
+
+    def _job(self, pairs: list[PreferencePair], *, swapped: bool, answer: Answer) -> Job:
+        """A job that generates only the judgments the store lacks (`cache`), stores the rest once, then answers.
+
+        `swapped`: the pairs are [original, swapped] twins. Without a cache every pair is generated and,
+        with `record`, stored as before."""
+        keys = [request_key(p, backend=self.backend, config=self.judge_config, swapped=swapped and k % 2 == 1)
+                for k, p in enumerate(pairs)] if self.cache is not None else []
+        found = self.cache.cached(keys) if self.cache is not None and keys else {}
+        hits = [found.get(key) for key in keys] if keys else [None] * len(pairs)
+        # a hit answers as the request asked it (its id, label, source), with the stored generations
+        known = [None if hit is None else replace(hit[1], pair=p) for p, hit in zip(pairs, hits)]
+
+        def finish(generated: list[Judgment]) -> dict[str, Any]:
+            fresh = iter(generated)
+            judgments = [next(fresh) if j is None else j for j in known]
+            out = answer(judgments, None, None)
+            json.dumps(out, ensure_ascii=False).encode("utf-8")  # the answer must encode before anything is stored
+            ids = self._store(judgments, swapped=swapped, keys=keys, hits=hits, generated=bool(generated))
+            count_judgments(self.counters, generated)
+            if self.cache is not None:
+                self.counters["store_hits"] += len(pairs) - len(generated)
+            if ids is None:
+                return out
+            return answer(judgments, ids, None if self.cache is None else len(pairs) - len(generated))
+
+        return Job([p for p, j in zip(pairs, known) if j is None], finish)
+
+    def _store(self, judgments: list[Judgment], *, swapped: bool, keys: list[str],
+               hits: list[tuple[int, Judgment] | None], generated: bool) -> list[int] | None:
+        """Store a request's judgments (all of them or none); their row ids, or None without a store."""
+        if self.cache is not None:
+            if not generated:  # every one came from the store: nothing to write
+                return [hit[0] for hit in hits if hit is not None]
+            return self.cache.record_keyed(judgments, swapped=swapped, keys=keys)
+        if self.record is not None and judgments:
+            return self.record(judgments, swapped)
+        return None
 
     def drain(self) -> bool:
         """Stop admitting; finish what was admitted within `drain_timeout_s`; True when nothing was refused."""
@@ -367,7 +409,10 @@ def build_app(service: RewardService) -> Any:
             service.batcher.check_room()  # before the body is read or parsed: a flood costs its connections only
             body = await read_body(request)
             job = await run_in_threadpool(lambda: make_job(parse_json(body)))  # CPU work off the event loop
-            service.batcher.submit(job)
+            if job.pairs:
+                service.batcher.submit(job)
+            else:  # nothing to generate (every judgment from the store, or ties only): answered without a round
+                await run_in_threadpool(service.batcher.finish, job)
         except ClientDisconnect:
             service.counters["disconnected"] += 1
             return error(499, "the client left while sending its request")

@@ -34,7 +34,7 @@ def _cli(argv: list[str]) -> None:
 
 
 def _serve(world: Path, demo_backend: Any, body: dict[str, Any]) -> None:
-    """A `/v1/judge` request to `reflectrm serve --db` (the service with the store's record, as serve_cli wires it)."""
+    """A `/v1/judge` request to `reflectrm serve --db` (the service over the store, as `serve` wires it)."""
     from reflectrm_db.services import JudgmentStore
     from reflectrm.core import JudgeConfig
     from reflectrm.serving.rewards import RewardConfig
@@ -42,8 +42,7 @@ def _serve(world: Path, demo_backend: Any, body: dict[str, Any]) -> None:
 
     with JudgmentStore.open(f"sqlite:///{world / 'store.db'}") as store:
         service = RewardService(demo_backend, judge_config=JudgeConfig(n=2, max_new_tokens=16),
-                                reward_config=RewardConfig(), config=ServeConfig(),
-                                record=lambda judgments, swapped: store.record(judgments, swapped=swapped))
+                                reward_config=RewardConfig(), config=ServeConfig(), cache=store)
         job = service.batcher.submit(service.judge_job(parse_json(json.dumps(body).encode())))
         assert isinstance(job.future.result(300)["stored_id"], int)
         assert service.batcher.drain(60)
