@@ -181,7 +181,8 @@ class RoundService:
         labels = {lab.judgment_id: lab for lab in self.store.round_labels(name)}
         rows = [_answer_row(a, role=roles.get(a.reviewer, ""), label=labels.get(a.judgment_id), nested=fmt == "jsonl")
                 for a in self.store.round_answers(name)]
-        return write_rows(rows, fmt=fmt, out=Path(out), nothing=f"round {name!r} has no answer to export")
+        return write_rows(rows, fmt=fmt, out=Path(out), schema=_answer_schema() if fmt == "parquet" else None,
+                          nothing=f"round {name!r} has no answer to export")
 
     # --- who may ---------------------------------------------------------------------------------------------
 
@@ -209,3 +210,13 @@ def _answer_row(a: AnswerRecord, *, role: str, label: RoundLabelRecord | None, n
             "verdict": a.verdict, "marks": marks if nested else json.dumps(marks), "note": a.note,
             "assigned_at": a.assigned_at.isoformat(), "answered_at": a.answered_at.isoformat() if a.answered_at else None,
             "label": label.verdict if label else None, "label_kind": label.kind if label else ""}
+
+
+def _answer_schema() -> Any:
+    """The Arrow schema of an answer row in Parquet (marks as JSON text: their keys vary from row to row)."""
+    import pyarrow as pa
+
+    text, number = pa.string(), pa.int64()
+    return pa.schema([("round", text), ("judgment_id", number), ("reviewer", text), ("role", text),
+                      ("verdict", number), ("marks", text), ("note", text), ("assigned_at", text),
+                      ("answered_at", text), ("label", number), ("label_kind", text)])
