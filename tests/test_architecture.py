@@ -23,6 +23,7 @@ HEAVY = ("torch", "transformers", "vllm", "gradio", "sqlalchemy", "trl", "pandas
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.errors",),
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
+    ("reflectrm.agreement",),  # reviewers' agreement: kappas, alpha, bootstrap intervals (numpy; nothing else of ours)
     # the files users name: bounded reads (no FIFO, no unbounded line), the labelled-file reader, judgment files a
     # rerun resumes, one writer per output (a lock); text from data made safe for a terminal or a Markdown report
     ("reflectrm.files", "reflectrm.display"),
