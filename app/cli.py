@@ -22,7 +22,7 @@ EXIT_USAGE = running.EXIT_USAGE
 OPTIONAL_PARTS = MappingProxyType({  # module -> the extra that installs it
     "reflectrm_app.commands.store": "store", "reflectrm_app.commands.workbench": "ui",
     "reflectrm_app.commands.train": "train", "reflectrm_app.commands.evaluate": "store",
-    "reflectrm_app.commands.serve": "serve",  # headless: neither evaluate nor serve needs the UI
+    "reflectrm_app.commands.serve": "serve", "reflectrm_app.commands.rounds": "store",  # headless: neither evaluate nor serve needs the UI
 })
 
 

@@ -453,39 +453,37 @@ def set_example_state(session: Session, *, kind: ExampleKind, example_ids: Seque
 # --- snapshots -------------------------------------------------------------------------------------
 
 
-def create_snapshot(session: Session, *, name: str, note: str) -> SnapshotRecord:
-    """Freeze the active examples into a named snapshot identified by the hash of their rows as trained on."""
+def create_snapshot(session: Session, *, name: str, note: str, rule: Mapping[str, Any] | None = None,
+                    correction_ids: set[int] | None = None) -> SnapshotRecord:
+    """Freeze the active examples into a named snapshot identified by the hash of their rows as trained on.
+
+    With `correction_ids` only the active examples those corrections derived (a rule's: `rounds.SnapshotRule`),
+    and `rule` is recorded with the snapshot so it says which examples it froze.
+    """
     if not name.strip():
         raise InputError("a snapshot needs a name: pass one such as 'train-2026-12-01'")
     if session.scalar(select(m.DatasetSnapshot.id).where(m.DatasetSnapshot.name == name)) is not None:
         raise InputError(f"snapshot {name!r} already exists: choose another name")
-    members = {
-        kind: list(
-            session.execute(select(model.id, model.content_hash).where(model.state == "active").order_by(model.id))
-        )
-        for kind, model in EXAMPLE_MODELS.items()
-    }
-    digest = training_rows.rows_hash(session, states=("active",))  # the rows the members render to, in order
-    row = m.DatasetSnapshot(
-        name=name,
-        note=note,
-        content_hash=digest,
-        num_preference=len(members["preference"]),
-        num_reflection=len(members["reflection"]),
-        created_at=utcnow(),
-    )
+    members = {kind: list(session.scalars(select(model.id).where(model.state == "active").where(
+        *([] if correction_ids is None else [model.correction_id.in_(sorted(correction_ids))])).order_by(model.id)))
+        for kind, model in EXAMPLE_MODELS.items()}
+    if correction_ids is not None and not any(members.values()):
+        raise InputError(f"the rule {dict(rule or {})} takes no active example: nothing was frozen; review more "
+                         "items or loosen the rule")
+    row = m.DatasetSnapshot(name=name, note=note, content_hash="", num_preference=len(members["preference"]),
+                            num_reflection=len(members["reflection"]), rule=None if rule is None else dict(rule),
+                            created_at=utcnow())
     session.add(row)
     session.flush()
-    values = [
-        {"snapshot_id": row.id, "preference_example_id": i, "reflection_pair_id": None}
-        for i, _ in members["preference"]
-    ]
-    values += [
-        {"snapshot_id": row.id, "preference_example_id": None, "reflection_pair_id": i}
-        for i, _ in members["reflection"]
-    ]
+    values = [{"snapshot_id": row.id, "preference_example_id": i, "reflection_pair_id": None}
+              for i in members["preference"]]
+    values += [{"snapshot_id": row.id, "preference_example_id": None, "reflection_pair_id": i}
+               for i in members["reflection"]]
     if values:
         session.execute(insert(m.SnapshotMember), values)
+    # the rows the members render to, in order (with every active example, the same as the active rows' hash)
+    row.content_hash = training_rows.rows_hash(session, snapshot_id=row.id)
+    session.flush()
     return _snapshot_record(row)
 
 
@@ -498,6 +496,7 @@ def _snapshot_record(row: m.DatasetSnapshot) -> SnapshotRecord:
         num_preference=row.num_preference,
         num_reflection=row.num_reflection,
         created_at=row.created_at,
+        rule=row.rule,
     )
 
 

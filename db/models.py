@@ -250,6 +250,8 @@ class DatasetSnapshot(Base):
     content_hash: Mapped[str] = mapped_column(String(64))  # recipe.rows_hash of its rows exactly as trained on
     num_preference: Mapped[int] = mapped_column(Integer)
     num_reflection: Mapped[int] = mapped_column(Integer)
+    # which examples it froze when not every active one (`SnapshotRule.to_dict()`: from review rounds' labels); NULL: all
+    rule: Mapped[dict[str, Any] | None] = mapped_column(JSONText())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -372,4 +374,100 @@ class Promotion(Base):
     judge_run_id: Mapped[int | None] = mapped_column(ForeignKey("eval_runs.id"))  # the comparison's runs, if any
     checkpoint_run_id: Mapped[int | None] = mapped_column(ForeignKey("eval_runs.id"))
     lines: Mapped[str]  # the gate's summary and one line per compared set, newline-separated
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+REVIEWER_ROLES = ("reviewer", "adjudicator", "admin")
+"""reviewer: answers a round's items; adjudicator: decides the items reviewers disagree on; admin: both, and manages."""
+
+LABEL_KINDS = ("agreed", "adjudicated")
+"""How a round's item got its label: every answer gave the same verdict (no mark against another), or an adjudicator
+decided."""
+
+
+class Reviewer(Base):
+    """A named reviewer (the login name) and their role in review rounds."""
+
+    __tablename__ = "reviewers"
+    __table_args__ = (
+        CheckConstraint(f"role IN ({', '.join(repr(r) for r in REVIEWER_ROLES)})", name="role_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)  # as the login names them
+    role: Mapped[str] = mapped_column(String(20))  # one of REVIEWER_ROLES
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ReviewRound(Base):
+    """A review round: a set of judgments, each handed to `overlap` reviewers, blind or not."""
+
+    __tablename__ = "review_rounds"
+    __table_args__ = (CheckConstraint("overlap >= 1", name="overlap_positive"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    overlap: Mapped[int] = mapped_column(Integer)  # reviewers per item (k)
+    blind: Mapped[bool] = mapped_column(Boolean)  # answers and corrections hidden until a reviewer answered
+    reviewers: Mapped[list[str]] = mapped_column(JSONText())  # who may take items; [] = every reviewer
+    selection: Mapped[dict[str, Any]]  # how the items were chosen (source, snapshot, top): the RoundConfig's
+    opened_by: Mapped[str]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RoundItem(Base):
+    """One judgment of a round; `handed` counts its live assignments (the row locked while one is added)."""
+
+    __tablename__ = "round_items"
+    __table_args__ = (UniqueConstraint("round_id", "judgment_id"), CheckConstraint("handed >= 0", name="handed_sign"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("review_rounds.id", ondelete="CASCADE"), index=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"))
+    position: Mapped[int] = mapped_column(Integer)  # order in the round (the queue's order)
+    handed: Mapped[int] = mapped_column(Integer, default=0)  # assignments, answered or not (at most the overlap)
+
+
+class Assignment(Base):
+    """An item handed to one reviewer, and their answer once given (verdict, marks on analyses, note)."""
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("round_id", "judgment_id", "reviewer"),  # the last guard: never twice to one reviewer
+        _choice_check("verdict", nullable=True),
+        Index(None, "round_id", "reviewer"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("review_rounds.id", ondelete="CASCADE"))
+    item_id: Mapped[int] = mapped_column(ForeignKey("round_items.id", ondelete="CASCADE"), index=True)
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"))
+    reviewer: Mapped[str] = mapped_column(String(200))
+    assigned_at: Mapped[datetime] = mapped_column(default=utcnow)
+    verdict: Mapped[int | None] = mapped_column(SmallInteger)  # NULL until answered
+    marks: Mapped[dict[str, Any]]  # rollout position (as text) -> "right" / "wrong"
+    note: Mapped[str] = mapped_column(default="")
+    answered_at: Mapped[datetime | None]
+
+
+class RoundLabel(Base):
+    """A round item's label: agreed by every answer, or decided by an adjudicator; written as a correction."""
+
+    __tablename__ = "round_labels"
+    __table_args__ = (
+        UniqueConstraint("round_id", "judgment_id"),
+        _choice_check("verdict"),
+        CheckConstraint(f"kind IN ({', '.join(repr(k) for k in LABEL_KINDS)})", name="kind_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("review_rounds.id", ondelete="CASCADE"))
+    judgment_id: Mapped[int] = mapped_column(ForeignKey("judgments.id"))
+    kind: Mapped[str] = mapped_column(String(12))  # one of LABEL_KINDS
+    verdict: Mapped[int] = mapped_column(SmallInteger)
+    marks: Mapped[dict[str, Any]]  # the marks the correction carries: agreed ones, or as adjudicated
+    agreement: Mapped[float] = mapped_column(Double)  # share of reviewer pairs that gave the same verdict
+    decided_by: Mapped[str]  # the reviewers who agreed (comma-separated), or the adjudicator
+    overruled: Mapped[list[int]] = mapped_column(JSONText())  # assignment ids whose answer the decision overruled
+    correction_id: Mapped[int] = mapped_column(ForeignKey("corrections.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -140,6 +140,7 @@ class SnapshotRecord:
     num_preference: int
     num_reflection: int
     created_at: datetime
+    rule: dict[str, Any] | None = None  # which examples it froze when not every active one (`SnapshotRule`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,3 +222,128 @@ class PromotionRecord:
     checkpoint_run_id: int | None
     lines: tuple[str, ...]
     created_at: datetime
+
+
+# --- review rounds -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewerRecord:
+    """A reviewer and their role (`reflectrm_db.models.REVIEWER_ROLES`)."""
+
+    name: str
+    role: str
+    created_at: datetime
+
+    @property
+    def reviews(self) -> bool:
+        """Whether they take a round's items (reviewer, admin)."""
+        return self.role in ("reviewer", "admin")
+
+    @property
+    def adjudicates(self) -> bool:
+        """Whether they decide disputed items (adjudicator, admin)."""
+        return self.role in ("adjudicator", "admin")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundRecord:
+    """A review round as stored.
+
+    Attributes:
+        reviewers: who may take its items; () = every reviewer.
+        selection: how its items were chosen (`RoundConfig.selection()`).
+        items: judgments in it.
+    """
+
+    id: int
+    name: str
+    overlap: int
+    blind: bool
+    reviewers: tuple[str, ...]
+    selection: dict[str, Any]
+    opened_by: str
+    items: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerRecord:
+    """One assignment of a round's item to a reviewer, and their answer once given.
+
+    Attributes:
+        id: the assignment's id (a label's `overruled` names these).
+        verdict: the better response (1 or 2) in the judgment's order; None while unanswered.
+        marks: rollout position -> "right" / "wrong".
+    """
+
+    id: int
+    round: str
+    judgment_id: int
+    reviewer: str
+    verdict: Choice | None
+    marks: dict[int, Mark]
+    note: str
+    assigned_at: datetime
+    answered_at: datetime | None
+
+    @property
+    def answered(self) -> bool:
+        return self.answered_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundLabelRecord:
+    """An item's label from a round: agreed by every answer or decided by an adjudicator, saved as a correction.
+
+    Attributes:
+        kind: "agreed" or "adjudicated".
+        agreement: the share of reviewer pairs that gave the same verdict.
+        decided_by: the reviewers who agreed (comma-separated), or the adjudicator.
+        overruled: the ids of the answers (`AnswerRecord.id`) the decision went against.
+    """
+
+    round: str
+    judgment_id: int
+    kind: str
+    verdict: Choice
+    marks: dict[int, Mark]
+    agreement: float
+    decided_by: str
+    overruled: tuple[int, ...]
+    correction_id: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewerProgress:
+    """One reviewer's part of a round: items handed to them, answered, and still open."""
+
+    reviewer: str
+    assigned: int
+    answered: int
+
+    @property
+    def open(self) -> int:
+        return self.assigned - self.answered
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundProgress:
+    """How far a round is.
+
+    Attributes:
+        needed: answers the round needs (items x overlap); `assigned`, `answered`: of those, handed out, given.
+        complete: items with every answer in; `agreed`, `adjudicated`: labelled items; `disputed`: complete items
+            waiting for an adjudicator.
+    """
+
+    round: RoundRecord
+    needed: int
+    assigned: int
+    answered: int
+    complete: int
+    agreed: int
+    adjudicated: int
+    disputed: int
+    reviewers: tuple[ReviewerProgress, ...]

@@ -24,12 +24,13 @@ from sqlalchemy import Engine, make_url, text
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from reflectrm_db import curation, exporting, repository, schema, sqlite_files, training
+from reflectrm_db import curation, exporting, repository, rounds, schema, sqlite_files, training
 from reflectrm_db.derivation import DEFAULT_MAX_PAIRS, Mark
 from reflectrm_db.engine import make_engine, run_transaction, session_factories
 from reflectrm_db.formats import check_export
 from reflectrm_db.importing import read_pair_file
 from reflectrm_db.records import (
+    AnswerRecord,
     CorrectedPair,
     CorrectionRecord,
     ExampleKind,
@@ -38,11 +39,16 @@ from reflectrm_db.records import (
     JudgmentSummary,
     LabelledDerivation,
     PromotionRecord,
+    ReviewerRecord,
+    RoundLabelRecord,
+    RoundProgress,
+    RoundRecord,
     SnapshotRecord,
     StoredJudgment,
     StoredPair,
     TrainingRunRecord,
 )
+from reflectrm_db.rounds import RoundConfig, SnapshotRule
 from reflectrm_db.settings import StoreSettings, load_store_settings, normalise_url, sqlite_options, without_query
 from reflectrm.core.types import Choice, Judgment, PreferencePair
 from reflectrm.errors import ConfigError, InputError, first_line
@@ -560,6 +566,94 @@ class JudgmentStore:
         if not found:
             raise InputError(f"training run {run_id} does not exist: pick one from the list")
         return found[0]
+
+    # --- review rounds (`reflectrm_db.rounds`): reviewers, assignment, answers, labels ---------------------------
+
+    def set_reviewer(self, name: str, *, role: str) -> tuple[ReviewerRecord, str | None]:
+        """Add a reviewer or change their role; (the reviewer, their role before or None when new)."""
+        return self._write(lambda s: rounds.set_reviewer(s, name=name, role=role))
+
+    def reviewer(self, name: str) -> ReviewerRecord | None:
+        """The reviewer of that login name, or None (a login without a reviewer row works as before rounds)."""
+        return self._read(lambda s: rounds.get_reviewer(s, name=name))
+
+    def reviewers(self) -> list[ReviewerRecord]:
+        return self._read(rounds.list_reviewers)
+
+    def open_round(self, config: RoundConfig, *, opened_by: str) -> RoundRecord:
+        """Open a review round over the judgments `config` selects (one transaction: all its items, or none)."""
+        return self._write(lambda s: rounds.open_round(s, config=config, opened_by=opened_by))
+
+    def round(self, name: str) -> RoundRecord:
+        return self._read(lambda s: rounds.get_round(s, name=name))
+
+    def rounds(self) -> list[RoundRecord]:
+        return self._read(rounds.list_rounds)
+
+    def take_round_item(self, name: str, *, reviewer: str) -> int | None:
+        """The judgment `reviewer` works on next in the round (one transaction; see `rounds.take_next`)."""
+        return self._write(lambda s: rounds.take_next(s, rnd=rounds.get_round(s, name=name), reviewer=reviewer))
+
+    def round_assignment(self, name: str, judgment_id: int, *, reviewer: str) -> AnswerRecord | None:
+        """The reviewer's assignment (and answer) of one item of the round; None when it is not theirs."""
+        return self._read(lambda s: rounds.assignment(s, rnd=rounds.get_round(s, name=name), judgment_id=judgment_id,
+                                                      reviewer=reviewer))
+
+    def round_answers(self, name: str, *, judgment_id: int | None = None,
+                      answered_only: bool = True) -> list[AnswerRecord]:
+        """The round's answers (one item's with `judgment_id`; open assignments too unless `answered_only`)."""
+        return self._read(lambda s: rounds.answers(s, rnd=rounds.get_round(s, name=name), judgment_id=judgment_id,
+                                                   answered_only=answered_only))
+
+    def answer_round_item(self, name: str, judgment_id: int, *, reviewer: str, verdict: Choice,
+                          marks: Mapping[int, Mark] | None = None,
+                          note: str = "") -> tuple[AnswerRecord, RoundLabelRecord | None]:
+        """Save a reviewer's answer; when it is the item's last and every answer agrees, label the item (its
+        correction written) in the same transaction. Returns (the answer, the label or None)."""
+
+        def work(s: Session) -> tuple[AnswerRecord, RoundLabelRecord | None]:
+            rnd = rounds.get_round(s, name=name)
+            rounds.require_member(s, rnd=rnd, reviewer=reviewer)
+            answer = rounds.record_answer(s, rnd=rnd, judgment_id=judgment_id, reviewer=reviewer, verdict=verdict,
+                                          marks=dict(marks or {}), note=note)
+            return answer, rounds.settle_item(s, rnd=rnd, judgment_id=judgment_id)
+
+        return self._write(work)
+
+    def release_round_items(self, name: str, *, reviewer: str, judgment_id: int | None = None) -> list[int]:
+        """Take back a reviewer's unanswered items in the round (one with `judgment_id`); their judgment ids."""
+        return self._write(lambda s: rounds.release(s, rnd=rounds.get_round(s, name=name), reviewer=reviewer,
+                                                    judgment_id=judgment_id))
+
+    def reassign_round_item(self, name: str, judgment_id: int, *, reviewer: str, to: str) -> AnswerRecord:
+        """Move a reviewer's unanswered item to another reviewer of the round."""
+        return self._write(lambda s: rounds.reassign(s, rnd=rounds.get_round(s, name=name), judgment_id=judgment_id,
+                                                     reviewer=reviewer, to=to))
+
+    def round_progress(self, name: str) -> RoundProgress:
+        return self._read(lambda s: rounds.progress(s, rnd=rounds.get_round(s, name=name)))
+
+    def disputed_items(self, name: str) -> list[int]:
+        """The round's items waiting for an adjudicator, in the round's order."""
+        return self._read(lambda s: rounds.disputed(s, rnd=rounds.get_round(s, name=name)))
+
+    def adjudicate(self, name: str, judgment_id: int, *, by: str, verdict: Choice,
+                   marks: Mapping[int, Mark] | None = None, note: str = "") -> RoundLabelRecord:
+        """An adjudicator's decision on a disputed item: the item's label and correction, in one transaction."""
+        return self._write(lambda s: rounds.adjudicate(s, rnd=rounds.get_round(s, name=name), judgment_id=judgment_id,
+                                                       by=by, verdict=verdict, marks=dict(marks or {}), note=note))
+
+    def round_labels(self, name: str) -> list[RoundLabelRecord]:
+        return self._read(lambda s: rounds.labels(s, rnd=rounds.get_round(s, name=name)))
+
+    def round_label(self, name: str, judgment_id: int) -> RoundLabelRecord | None:
+        return self._read(lambda s: rounds.label(s, rnd=rounds.get_round(s, name=name), judgment_id=judgment_id))
+
+    def snapshot_by_rule(self, name: str, *, rule: SnapshotRule, note: str = "") -> SnapshotRecord:
+        """Freeze the active examples of the round labels `rule` takes (agreed, adjudicated, a minimum agreement)
+        into a snapshot that records its rule."""
+        return self._write(lambda s: curation.create_snapshot(
+            s, name=name, note=note, rule=rule.to_dict(), correction_ids=rounds.labelled_corrections(s, rule=rule)))
 
     # --- export and maintenance ---------------------------------------------------------------------
 

@@ -23,6 +23,10 @@ class OutputBusy(InputError):
     """Another run is writing the same output (it holds the output's lock): this run wrote nothing."""
 
 
+class RoleError(InputError):
+    """A person's role (`reflectrm reviewers`) does not allow what they asked: the message names role and fix."""
+
+
 class BackendError(ReflectRMError):
     """A backend could not load a model or could not do what was asked."""
 

@@ -23,6 +23,7 @@ HEAVY = ("torch", "transformers", "vllm", "gradio", "sqlalchemy", "trl", "pandas
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("reflectrm.errors",),
     ("reflectrm.core",),  # pure: prompts, parsing, Eq. 5-9
+    ("reflectrm.agreement",),  # reviewers' agreement: kappas, alpha, bootstrap intervals (numpy; nothing else of ours)
     # the files users name: bounded reads (no FIFO, no unbounded line), the labelled-file reader, judgment files a
     # rerun resumes, one writer per output (a lock); text from data made safe for a terminal or a Markdown report
     ("reflectrm.files", "reflectrm.display"),
@@ -42,8 +43,10 @@ FACADE = "reflectrm"
 """`reflectrm/__init__.py` re-exports the public API: the top layer, matched by its exact name only."""
 
 DB_MAY_IMPORT = ("reflectrm.core", "reflectrm.errors", "reflectrm.training.recipe", "reflectrm.files",
-                 "reflectrm.eval.scoring", "reflectrm.display")
-"""The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, and
+                 "reflectrm.eval.scoring", "reflectrm.display", "reflectrm.agreement")
+"""The store reads the library's types, calls its one training-data recipe and its one labelled-file reader, settles a
+review round's item by the library's one agreement rule (`reflectrm.agreement`, in the transaction of its last answer),
+and
 keeps evaluation items (`reflectrm.eval.scoring`'s types), prints through the library's one escaping function and
 locks its outputs with its one lock; nothing else (no backend, pipeline or runner). The settings of the model and engine are the app's (`reflectrm_app.settings`), not the store's."""
 

@@ -71,9 +71,13 @@ OWN_MEANING = {  # option -> the commands whose option of that name is a setting
     "--device": ({"train"}, "TrainConfig's: where training runs"),
     "--host": ({"app", "serve"}, "two servers (the app's settings; the reward service's ServerOptions)"),
     "--port": ({"app", "serve"}, "two servers with their own default ports (7860, 8000)"),
-    "--json": ({"judge", "train-status", "compare"}, "each command's own JSON output"),
+    "--json": ({"judge", "train-status", "compare", "reviewers list", "round progress", "round agreement"},
+               "each command's own JSON output"),
+    "--format": ({"round export"}, "a round's answers: jsonl or parquet (no hf folder of training rows)"),
+    "--source": ({"round open"}, "selects the judgments of a data set, not a name given to imported rows"),
+    "--snapshot": ({"round open"}, "the judgments a snapshot's examples came from, not the examples exported"),
     "--model": ({"train"}, "the model to train, not a judge to load"),
-    "--out": ({"export", "build-data", "eval"}, "each command's own output"),
+    "--out": ({"export", "build-data", "eval", "round export"}, "each command's own output"),
     "--output": ({"judge", "train"}, "each command's own output"),
     "--seed": ({"train"}, "TrainConfig's: data order and initialisation"),
     "--strategy": ({"compare"}, "filters stored runs by a strategy name, no choice of how to judge"),
@@ -111,7 +115,9 @@ def test_every_allowed_difference_is_still_one():
 
 # --- (b) one store option ------------------------------------------------------------------------------------
 
-STORE_COMMANDS = {"judge", "serve", "app", "eval", "eval-merge", "compare", "import", "export", "db upgrade", "db backup"}
+STORE_COMMANDS = {"judge", "serve", "app", "eval", "eval-merge", "compare", "import", "export", "db upgrade", "db backup",
+                  "reviewers add", "reviewers list", "round open", "round progress", "round agreement",
+                  "round adjudicate", "round release", "round export"}
 STORE_OPTIONAL = {"judge", "serve"}  # no --db: nothing is stored (a reward service must not fill ./reflectrm.db)
 
 

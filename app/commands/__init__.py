@@ -6,6 +6,7 @@
     workbench.py  app            the Gradio workbench (the only command that imports the UI, lazily)
     store.py      import, export, db ...
     train.py      build-data, train, train-status
+    rounds.py     reviewers, round   review rounds: reviewers and roles, open, progress, agreement, adjudicate, export
     reference.py  writes docs/cli.md from every parser's --help
 
     options.py    the options commands share, each defined once (--db, the judging and backend flags, access)

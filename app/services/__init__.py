@@ -5,7 +5,8 @@
 
 The runtime (`runtime.py`) holds what every room shares: the store, the settings, the model, the generation
 lock, cancel tokens, export folders and the data root. Each room holds the runtime and nothing of another room:
-`judging` (the Judge tab and its data sets), `audit`, `review`, `curation`, `history`, `training` and
+`judging` (the Judge tab and its data sets), `audit`, `review`, `rounds` (review rounds: reviewers, assignment,
+agreement, adjudication), `curation`, `history`, `training` and
 `evaluation`. Per-user state stays in the UI's `gr.State`. Every method handles one user action and returns
 values (`reflectrm` and `db` types, or `reflectrm_app.records`), never UI components.
 """
@@ -20,6 +21,7 @@ from reflectrm_app.services.evaluation import EvaluationService
 from reflectrm_app.services.history import HistoryService
 from reflectrm_app.services.judging import JudgingService
 from reflectrm_app.services.review import ReviewService
+from reflectrm_app.services.rounds import RoundService
 from reflectrm_app.services.runtime import Runtime
 from reflectrm_app.services.training import TrainingService
 from reflectrm_app.settings import AppSettings
@@ -34,6 +36,7 @@ class Services:
     judging: JudgingService
     audit: AuditService
     review: ReviewService
+    rounds: RoundService
     curation: CurationService
     history: HistoryService
     training: TrainingService
@@ -43,7 +46,8 @@ class Services:
     def over(cls, runtime: Runtime) -> Services:
         """Every room over `runtime` (training's runs left going by a stopped app are marked interrupted)."""
         return cls(runtime=runtime, judging=JudgingService(runtime), audit=AuditService(runtime),
-                   review=ReviewService(runtime), curation=CurationService(runtime), history=HistoryService(runtime),
+                   review=ReviewService(runtime), rounds=RoundService.over(runtime),
+                   curation=CurationService(runtime), history=HistoryService(runtime),
                    training=TrainingService.over(runtime), evaluation=EvaluationService(runtime))
 
     @classmethod
