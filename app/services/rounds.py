@@ -20,10 +20,13 @@ from reflectrm_db.records import (
     AnswerRecord, CorrectionRecord, ReviewerRecord, RoundLabelRecord, RoundProgress, RoundRecord, SnapshotRecord,
     StoredJudgment,
 )
-from reflectrm_db.rounds import LETTERS, RoundConfig, SnapshotRule
+from reflectrm_db.rounds import LABEL_RULES, LETTERS, ROLES, RoundConfig, SnapshotRule
 from reflectrm_db.services import JudgmentStore
 from reflectrm.core.types import Choice
 from reflectrm.errors import InputError, RoleError
+
+__all__ = ("ANSWER_FORMATS", "LABEL_RULES", "ROLES", "DisputedItem", "RoundConfig", "RoundItemView", "RoundService",
+           "SnapshotRule")  # the UI builds a round's config and a snapshot's rule from these (it reads no store module)
 
 ANSWER_FORMATS = ("jsonl", "parquet")
 """What `export_answers` writes: one row per answer, with the reviewer's name and role."""

@@ -21,10 +21,11 @@ from reflectrm_app.ui.uploads import MB, UploadFolderCap
 from reflectrm_app.services import Services
 from reflectrm_app.settings import AppSettings, load_settings, parse_proxies
 from reflectrm.serving.guard import AccessGuard
-from reflectrm_app.ui.tabs import audit, curate, evaluate, history, judge, review, train
+from reflectrm_app.ui.tabs import audit, curate, evaluate, history, judge, review, reviewers, train
 from reflectrm_app.ui.tabs.common import TabSpec, Workbench, source_choices
 
-TABS: tuple[TabSpec, ...] = (judge.TAB, audit.TAB, review.TAB, curate.TAB, history.TAB, train.TAB, evaluate.TAB)
+TABS: tuple[TabSpec, ...] = (judge.TAB, audit.TAB, review.TAB, reviewers.TAB, curate.TAB, history.TAB, train.TAB,
+                             evaluate.TAB)
 """The tabs, in order: add a tab module's `TAB` here."""
 
 ADDRESS_MAX_FAILURES = 20  # failed logins from one address (several users may share it) before a lock-out

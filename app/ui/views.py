@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from types import MappingProxyType
 
+from reflectrm_app.ui.round_views import rule_text
 from reflectrm_app.records import (
     AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, TrainingRunView, model_name,
 )
@@ -512,8 +513,9 @@ def mix_frame(mix: Mix) -> pd.DataFrame:
 def snapshots_frame(rows: Sequence[SnapshotRecord]) -> pd.DataFrame:
     return pd.DataFrame([{
         "id": s.id, "name": s.name, "preference": s.num_preference, "reflection": s.num_reflection,
-        "hash": s.content_hash[:16], "note": s.note, "created": s.created_at.strftime("%Y-%m-%d %H:%M"),
-    } for s in rows], columns=["id", "name", "preference", "reflection", "hash", "note", "created"])
+        "hash": s.content_hash[:16], "rule": rule_text(s.rule), "note": s.note,
+        "created": s.created_at.strftime("%Y-%m-%d %H:%M"),
+    } for s in rows], columns=["id", "name", "preference", "reflection", "hash", "rule", "note", "created"])
 
 
 # --- train ----------------------------------------------------------------------------------------------------

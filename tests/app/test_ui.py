@@ -21,10 +21,10 @@ def test_named_api_endpoints_have_plain_names(services: Services) -> None:
     assert public == {"judge", "audit", "correct", "rejudge"}
 
 
-def test_seven_tabs(services: Services) -> None:
+def test_eight_tabs(services: Services) -> None:
     demo = build_app(services)
     labels = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
-    assert labels == ["Judge", "Audit", "Review queue", "Curate", "History", "Train", "Evaluate"]
+    assert labels == ["Judge", "Audit", "Review queue", "Reviewers", "Curate", "History", "Train", "Evaluate"]
 
 
 def test_app_command_defaults_and_options(monkeypatch) -> None:
@@ -82,7 +82,7 @@ def test_ui_assembles_one_module_per_tab_and_handlers_stay_short() -> None:
     # a tab is a module (app/ui/tabs/<id>.py); the assembly is a list; no builder of hundreds of lines
     from reflectrm_app.ui.blocks import TABS
 
-    assert [t.id for t in TABS] == ["judge", "audit", "review", "curate", "history", "train", "evaluate"]
+    assert [t.id for t in TABS] == ["judge", "audit", "review", "reviewers", "curate", "history", "train", "evaluate"]
     assert all((APP / "ui" / "tabs" / f"{t.id}.py").exists() for t in TABS)
     assert len((APP / "ui" / "blocks.py").read_text().splitlines()) < 150
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import gradio as gr
 
-from reflectrm_app.ui import views
+from reflectrm_app.services.rounds import LABEL_RULES, SnapshotRule
+from reflectrm_app.ui import round_views, views
 from reflectrm_app.records import ExampleFilter, ExampleRow
 from reflectrm_app.ui.forms import parse_day, parse_ids
 from reflectrm_app.ui.tabs.common import TabSpec, Workbench, field_note, unchanged
@@ -23,6 +24,7 @@ def build(wb: Workbench, tab: Any) -> None:
     list_examples = _lister(curation, judging, c)
     _wire_listing(c, tab, list_examples)
     _wire_changes(curation, c, list_examples)
+    _wire_rule_snapshot(wb.services.rounds, c, list_examples)
 
 
 def _layout() -> dict[str, Any]:
@@ -172,6 +174,7 @@ def _snapshot_and_export_widgets() -> tuple[dict[str, Any], dict[str, Any]]:
             snapshots = {"name": gr.Textbox(label="Snapshot name", elem_id="curate-snap-name"),
                          "note": gr.Textbox(label="Snapshot note"),
                          "button": gr.Button("Snapshot the active examples", elem_id="curate-snapshot"),
+                         **_rule_widgets(),
                          "table": gr.Dataframe(label="Snapshots", interactive=False, elem_id="curate-snapshots")}
         with gr.Column():
             export = {
@@ -187,6 +190,39 @@ def _snapshot_and_export_widgets() -> tuple[dict[str, Any], dict[str, Any]]:
                 "file": gr.File(label="Download", interactive=False, elem_id="curate-file"),
             }
     return snapshots, export
+
+
+def _rule_widgets() -> dict[str, Any]:
+    """A snapshot from review rounds' labels only: agreed, adjudicated, or both, with a least per-item agreement."""
+    with gr.Row():
+        widgets = {
+            "labels": gr.Dropdown(list(LABEL_RULES), value="agreed-or-adjudicated", label="Round labels",
+                                  elem_id="curate-rule-labels"),
+            "min": gr.Number(value=0, minimum=0, maximum=1, label="Least per-item agreement (0 to 1)",
+                             elem_id="curate-rule-min"),
+            "round": gr.Textbox(label="Only this round (blank: every round)", elem_id="curate-rule-round"),
+        }
+    widgets["rule_button"] = gr.Button("Snapshot round labels only", elem_id="curate-snapshot-rule")
+    return widgets
+
+
+def _wire_rule_snapshot(rounds: Any, c: dict[str, Any], list_examples: Any) -> None:
+    """Snapshot by rule: the examples of the round labels the rule takes; the snapshot records its rule."""
+    listing, snapshots = _listing(c), c["snapshots"]
+
+    def take_rule_snapshot(name, text, labels, least, only, *filters):
+        try:
+            rule = SnapshotRule(labels=labels or "", min_agreement=float(least or 0),
+                                round=(only or "").strip() or None)
+            snap = rounds.snapshot(name or "", rule=rule, note=text or "")
+        except ReflectRMError as exc:
+            return {**unchanged(listing), c["status"]: f"error: {exc}"}
+        note = (f"snapshot {snap.name!r} of {round_views.rule_text(snap.rule)}: {snap.num_preference} preference, "
+                f"{snap.num_reflection} reflection (hash {snap.content_hash[:16]})")
+        return {**list_examples(*filters), c["status"]: note}
+
+    fields = [snapshots[k] for k in ("name", "note", "labels", "min", "round")]
+    snapshots["rule_button"].click(take_rule_snapshot, [*fields, *_filters(c)], listing, api_visibility="private")
 
 
 def _ids_or_empty(text: str) -> list[int]:

@@ -15,6 +15,7 @@ from reflectrm_app.ui import views
 from reflectrm_app.records import JudgeResult, ReviewItem
 from reflectrm_app.services.review import NeedsConfirmation
 from reflectrm_app.ui.forms import judgment_number, parse_marks
+from reflectrm_app.ui.tabs import my_rounds
 from reflectrm_app.ui.tabs.common import TabSpec, Workbench, field_note, session_key, unchanged, user_of
 from reflectrm.errors import InputError, ReflectRMError
 
@@ -32,6 +33,7 @@ class ReviewPage:
 
 
 def build(wb: Workbench, tab: Any) -> None:
+    my_rounds.build_section(wb.services.rounds, tab)  # shown only to a logged-in user with round work
     page = ReviewPage(_layout())
     _wire_walk(wb.services.review, page, tab)
     _wire_saves(wb.services.review, page)
