@@ -63,6 +63,7 @@ SNAPSHOTS = {"as_is": "agree-as-is", "agreed": "agree-agreed"}
 ADJUDICATOR = "adjudicator"
 DEFAULT_REVIEWERS = "careful-1=0.05,careful-2=0.05,careful-3=0.05,careless=0.35"
 FLIP = {"right": "wrong", "wrong": "right"}
+MAY_CHANGE = {"resume", "threads", "batch_size", "kv_cache_gib"}  # how a resumed run computes, not what it measures
 
 
 # --- the simulated people (pure) --------------------------------------------------------------------------------
@@ -201,6 +202,7 @@ def adjudicate(loop: Loop, error: float) -> int:
 def exported_answers(loop: Loop) -> list[dict[str, Any]]:
     """The round's answers as a user exports them for outside analysis (JSONL), read back."""
     path = loop.out / "answers.jsonl"
+    path.unlink(missing_ok=True)  # a resumed run's earlier export (exports never overwrite); the round is done now
     loop.services.rounds.export_answers(ROUND, fmt="jsonl", out=path)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     for row in rows:
@@ -448,10 +450,6 @@ def arguments() -> Any:
     ap.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the agreement intervals")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole path")
     args = ap.parse_args()
-    if args.quick:
-        args.heldout, args.pool, args.top, args.steps, args.seeds = 8, 12, 6, 2, 1
-        args.prompts_per_step, args.num_generations, args.resamples = 2, 2, 200
-    args.max_steps = args.steps
     for name in ("heldout", "pool", "top", "overlap", "steps", "seeds", "resamples"):
         if getattr(args, name) < 1:
             ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -461,6 +459,10 @@ def arguments() -> Any:
         reviewers = parse_reviewers(args.reviewers, overlap=args.overlap)
     except ValueError as e:
         ap.error(str(e))
+    if args.quick:  # after the checks: a bad size is refused with --quick too
+        args.heldout, args.pool, args.top, args.steps, args.seeds = 8, 12, 6, 2, 1
+        args.prompts_per_step, args.num_generations, args.resamples = 2, 2, 200
+    args.max_steps = args.steps
     return ap, args, reviewers
 
 
@@ -469,15 +471,25 @@ def resumed(ap: Any, args: Any) -> tuple[Loop, dict[str, Any]]:
     partial = args.out / "partial.json"
     if not (args.out / "loop.db").exists() or not partial.exists():
         ap.error(f"--resume needs a stopped run's store and OUT/partial.json in {args.out}: run without --resume")
+    done = json.loads(partial.read_text()).get("agreement", {})
+    now = plain_args(args)
+    changed = sorted(k for k, v in done.get("args", {}).items() if k not in MAY_CHANGE and now.get(k) != v)
+    if changed:
+        ap.error(f"--resume goes on with the stopped run's arguments, and these differ: {', '.join(changed)}; pass "
+                 "them as before, or start a new OUT")
     logging.basicConfig(level=logging.WARNING)
-    return Loop(args), json.loads(partial.read_text()).get("agreement", {})
+    return Loop(args), done
+
+
+def plain_args(args: Any) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
 
 
 def main() -> int:
     ap, args, reviewers = arguments()
     clock = stopwatch()
     loop, results = resumed(ap, args) if args.resume else (open_loop(ap, args), {})
-    results["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    results["args"] = plain_args(args)
     try:
         results = run(loop, reviewers, results)
     finally:

@@ -4,6 +4,7 @@ labels; the two are cut to one count."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -166,3 +167,45 @@ def test_the_larger_arm_is_cut_and_its_other_examples_stay_out_of_its_snapshot(b
         assert len(members) == agreed  # one preference example per correction kept, none of the cut items
     excluded = [e for kind in ("preference", "reflection") for e in store.examples(kind, states=("excluded",))]
     assert excluded == []  # what was set aside for a snapshot is back in Curate
+
+
+def _stopped_run(out: Path, **changed: object) -> Path:
+    """OUT as a stopped --quick run leaves it: a store file and partial.json with its arguments."""
+    out.mkdir()
+    (out / "loop.db").write_bytes(b"")
+    args = {"rule": "agreed-or-adjudicated", "top": 6, "threads": None, **changed}
+    (out / "partial.json").write_text(json.dumps({"agreement": {"args": args}}))
+    return out
+
+
+@pytest.mark.parametrize("argv, problem", [
+    pytest.param(["--reviewers", "ana=0.1,ben=2"], "ben's error rate must be a number from 0 to 1",
+                 id="rate-out-of-range"),
+    pytest.param(["--overlap", "3", "--reviewers", "ana=0.1,ben=0.2"], "--overlap 3 needs at least 3 reviewers",
+                 id="overlap-beyond-reviewers"),
+    pytest.param(["--top", "0"], "--top must be at least 1", id="empty-round"),
+    pytest.param(["--adjudicator-error", "1.5"], "--adjudicator-error must be a rate from 0 to 1",
+                 id="adjudicator-rate"),
+    pytest.param(["--resume"], "--resume needs a stopped run's store", id="resume-without-a-stopped-run"),
+    pytest.param(["--resume", "--rule", "agreed", "@stopped"], "these differ: rule",
+                 id="resume-with-another-rule"),  # trap: a resumed run measuring something else than it began
+    pytest.param(["@stopped"], "is not empty", id="a-used-folder-without-resume"),
+])
+def test_bad_arguments_are_refused_in_one_line_before_anything_runs(bench, tmp_path, monkeypatch, capsys, argv,
+                                                                    problem) -> None:
+    out = _stopped_run(tmp_path / "out") if "@stopped" in argv else tmp_path / "out"
+    before = sorted(p.name for p in out.iterdir()) if out.exists() else None
+    argv = [a for a in argv if a != "@stopped"]
+    monkeypatch.setattr("sys.argv", ["agreement_pays.py", "--out", str(out), "--quick", *argv])
+
+    def never(*args: object) -> None:
+        raise AssertionError("the bench started its services: the arguments were not refused")
+
+    monkeypatch.setattr(bench, "Loop", never)
+    monkeypatch.setitem(bench.open_loop.__globals__, "Loop", never)
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert problem in last and "Traceback" not in last
+    assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before  # nothing written
