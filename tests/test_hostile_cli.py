@@ -281,6 +281,8 @@ CASES = [
     pytest.param(["eval-merge", "1", "--db", "{w}/notdb.db"], "not a SQLite database", id="eval-merge-db-not-sqlite"),
     pytest.param(["eval-merge", "x", "--db", "{w}/store.db"], "is not an id", id="eval-merge-run-not-an-id"),
     pytest.param(["eval-merge", "987", "--db", "{w}/store.db"], "does not exist", id="eval-merge-unknown-run"),
+    pytest.param(["round", "progress", "r1", "--db", "{w}/typo.db"], "does not exist", id="round-db-typo"),
+    pytest.param(["reviewers", "list", "--db", "{w}/typo.db"], "does not exist", id="reviewers-db-typo"),
     # --- serve: flags and the store checked before the model loads -----------------------------------
     pytest.param(["serve", "--port", "99999"], "not a port", id="serve-port-out-of-range"),
     pytest.param(["serve", "--db", "{w}/notdb.db"], "not a SQLite database", id="serve-db-not-sqlite"),

@@ -99,11 +99,11 @@ def _register_release(rd: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_release)
 
 
-def _service(url: str | None) -> Any:
+def _service(url: str | None, *, create: bool = False) -> Any:
     from reflectrm_app.services.rounds import RoundService
     from reflectrm_db.services import JudgmentStore
 
-    return RoundService(JudgmentStore.open(url, in_memory_ok=False))
+    return RoundService(JudgmentStore.open(url, in_memory_ok=False, create=create))  # only `reviewers add` makes a store
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -118,7 +118,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_reviewer_add(args: argparse.Namespace) -> int:
-    service = _service(args.db)
+    service = _service(args.db, create=True)
     with service.store:
         found, before = service.set_reviewer(args.name, role=args.role)
     said = "added" if before is None else f"changed from {before}" if before != found.role else "unchanged"

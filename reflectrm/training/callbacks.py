@@ -102,7 +102,6 @@ class ProcessCount(TrainerCallback, ExportableState):
         return {"args": {"processes": self.processes}, "attributes": {}}
 
 
-assert ProcessCount.__name__ == PROCESS_COUNT  # transformers files the record under the class's name
 
 
 def _largest(value: int, device: Any) -> int:
