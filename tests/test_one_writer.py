@@ -77,7 +77,7 @@ elif kind == "backup":
 elif kind == "train":
     import reflectrm.training.grpo as grpo
 
-    def fake_train(data, *, model, files, config, resume, stop):
+    def fake_train(data, *, model, files, config, resume, stop, processes=None):
         hold()
         (files.root / "checkpoint-1").mkdir(exist_ok=True)
         return grpo.TrainResult(state="completed", step=1, final_model=None, last_checkpoint=None, metrics={})
