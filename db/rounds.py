@@ -320,6 +320,7 @@ def assignment(session: Session, *, rnd: RoundRecord, judgment_id: int, reviewer
 def record_answer(session: Session, *, rnd: RoundRecord, judgment_id: int, reviewer: str, verdict: Choice,
                   marks: Mapping[int, Mark], note: str) -> AnswerRecord:
     """Save the reviewer's answer on an item assigned to them (again, to change it, until the item is labelled)."""
+    _lock_item(session, rnd=rnd, judgment_id=judgment_id)
     row = _assignment_row(session, rnd=rnd, judgment_id=judgment_id, reviewer=reviewer)
     if row is None:
         raise RoleError(f"judgment {judgment_id} is not assigned to {reviewer!r} in round {rnd.name!r}: take the "
@@ -333,6 +334,16 @@ def record_answer(session: Session, *, rnd: RoundRecord, judgment_id: int, revie
     row.answered_at = utcnow()
     session.flush()
     return _answer(row, rnd.name)
+
+
+def _lock_item(session: Session, *, rnd: RoundRecord, judgment_id: int) -> None:
+    """Serialise the writes on one item of the round: two last answers committed at once would each see the other
+    missing, and an item with every answer in and agreeing would wait for an adjudicator unlabelled. On PostgreSQL
+    the item's row is locked until the transaction ends; on SQLite the write transaction holds the database's one
+    write lock already."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(m.RoundItem.id).where(m.RoundItem.round_id == rnd.id,
+                                                     m.RoundItem.judgment_id == judgment_id).with_for_update())
 
 
 def answers(session: Session, *, rnd: RoundRecord, judgment_id: int | None = None,
@@ -503,6 +514,7 @@ def adjudicate(session: Session, *, rnd: RoundRecord, judgment_id: int, by: str,
                marks: Mapping[int, Mark], note: str) -> RoundLabelRecord:
     """An adjudicator's decision on a disputed item: its label, with the answers it overruled."""
     require_role(session, name=by, adjudicate=True)
+    _lock_item(session, rnd=rnd, judgment_id=judgment_id)
     if judgment_id not in disputed(session, rnd=rnd):
         done = label(session, rnd=rnd, judgment_id=judgment_id) is not None
         raise InputError(f"judgment {judgment_id} of round {rnd.name!r} is not waiting for an adjudicator: "

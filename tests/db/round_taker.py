@@ -14,11 +14,16 @@ import threading
 from reflectrm_db.services import JudgmentStore
 
 
+def verdict_of(judgment_id: int, reviewer: str) -> int:
+    """Odd- and even-numbered reviewers disagree on every third item: such an item waits for an adjudicator when
+    both kinds took it (which depends on the threads' timing), the rest are labelled at once."""
+    return 1 if judgment_id % 3 or int(reviewer[-1]) % 2 else 2
+
+
 def work(store: JudgmentStore, round_name: str, reviewer: str, taken: list[int]) -> None:
     while (judgment_id := store.take_round_item(round_name, reviewer=reviewer)) is not None:
         taken.append(judgment_id)
-        # reviewers disagree on every third item: those wait for an adjudicator, the rest are labelled at once
-        verdict = 1 if judgment_id % 3 or int(reviewer[-1]) % 2 else 2
+        verdict = verdict_of(judgment_id, reviewer)
         store.answer_round_item(round_name, judgment_id, reviewer=reviewer, verdict=verdict)
 
 
