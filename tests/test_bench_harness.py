@@ -109,3 +109,25 @@ def test_the_retrain_bench_interval_counts_fixed_and_broken():
     after = [True, True, False, True]
     d = bench.interval(before, after)
     assert (d["fixed"], d["broken"]) == (2, 1) and d["diff"] == pytest.approx(0.25)
+
+
+REPORT = {"items_total": 4, "strategies": {"greedy": {"judged": 4, "accuracy": {"value": 0.75}, "ece": 0.1234567}}}
+
+
+@pytest.mark.parametrize("change, apart", [
+    pytest.param(lambda r: None, [], id="same"),
+    pytest.param(lambda r: r["strategies"]["greedy"].update(ece=0.1234568), [], id="float-rounding-is-equal"),
+    pytest.param(lambda r: r["strategies"]["greedy"].update(ece=0.13), ["/strategies/greedy/ece"], id="float-apart"),
+    pytest.param(lambda r: r.update(items_total=3), ["/items_total"], id="count-apart"),
+    pytest.param(lambda r: r["strategies"]["greedy"]["accuracy"].update(value=0.5),
+                 ["/strategies/greedy/accuracy/value"], id="accuracy-apart"),
+    pytest.param(lambda r: r["strategies"].update(majority={}), ["/strategies"], id="a-strategy-missing"),
+])
+def test_the_shard_bench_tells_a_report_apart_beyond_float_rounding(change, apart):
+    """bench/eval_shards.py's check that the merged report equals the single one: counts and accuracies exactly,
+    floats to a relative 1e-5 (confidences round with the batch and the thread count)."""
+    shards = load_bench("eval_shards")
+    other = json.loads(json.dumps(REPORT))
+    change(other)
+    found, _ = shards.differences(REPORT, other)
+    assert [p.split(":")[0] for p in found] == apart
