@@ -21,7 +21,8 @@ from reflectrm_app.ui.round_views import rule_text
 from reflectrm_app.records import (
     AuditResult, BatchAuditReport, ExampleRow, JudgeResult, Mix, ReviewItem, TrainingRunView, model_name,
 )
-from reflectrm_db.records import CorrectionRecord, JudgmentSummary, LabelledDerivation, SnapshotRecord, TrainingRunRecord
+from reflectrm_db.records import (REVIEW_FLAGS, CorrectionRecord, JudgmentSummary, LabelledDerivation, SnapshotRecord,
+                                   TrainingRunRecord)
 from reflectrm.audit import BEFORE_AFTER_COLUMNS, BeforeAfter
 from reflectrm.core.strategies import STRATEGIES, Strategy
 from reflectrm.core.types import Judgment, PreferencePair, Reflection, Rollout
@@ -389,6 +390,29 @@ def _resp(x: int | None) -> str:
 # --- review ---------------------------------------------------------------------------------------------------
 
 
+QUEUE_REASONS = {
+    "abstained": "the judge gave no verdict",
+    "label_disagrees": "its verdict contradicts the known label",
+    "flipped": "judged in both orders, it picked different responses",
+    "overturned": "stage 2 overturned the anchor's verdict",
+    "split_vote": "its analyses split their votes between the responses",
+}
+"""What each review flag says about a judgment, in the words the Review tab shows."""
+
+
+def queue_reason(s: JudgmentSummary) -> str:
+    """Why the judgment stands where it does in the review queue: the queue puts the most flags first, then the
+    least confident anchor (no confidence first)."""
+    anchor = ("it has no anchor confidence (such judgments come first among equals)" if s.anchor_confidence is None
+              else f"its anchor confidence {s.anchor_confidence:.3f} (the least confident come first among equals)")
+    if not s.flags:
+        return (f"Why here: no flag of {len(REVIEW_FLAGS)} holds, so it comes after every flagged judgment; then "
+                f"{anchor}")
+    said = "; ".join(QUEUE_REASONS[f] for f in s.flags)
+    return (f"Why here: {len(s.flags)} of {len(REVIEW_FLAGS)} flags ({said}): the most flags come first; then "
+            f"{anchor}")
+
+
 def review_header(item: ReviewItem) -> str:
     s = item.summary
     flags = ", ".join(s.flags) or "no flags"
@@ -399,7 +423,7 @@ def review_header(item: ReviewItem) -> str:
         left += " · back at the start of the queue (Next had walked through every item)"
     status = "not corrected yet" if item.correction is None else correction_text(item.correction)
     return (f"Judgment #{s.id} · source {s.source or '—'} · flags: {flags} · anchor confidence {anchor} · "
-            f"judge says {_resp(s.verdict)} · known label {label}{left}\n{status}")
+            f"judge says {_resp(s.verdict)} · known label {label}{left}\n{queue_reason(s)}\n{status}")
 
 
 def withdrawn_text(before: CorrectionRecord) -> str:

@@ -348,3 +348,30 @@ def test_the_runs_table_and_use_as_judge_name_a_checkpoint_by_its_run_not_the_ho
 def test_a_curve_with_no_points_is_no_plot_yet() -> None:
     # an empty frame drew the plot without axis labels; the room for them was never measured again
     assert views.curve_frame([], "loss") is None
+
+
+def _summary(flags: tuple[str, ...], anchor: float | None):
+    from datetime import datetime, timezone
+
+    from reflectrm_db.records import JudgmentSummary
+    return JudgmentSummary(id=7, pair_id=3, query="q", source="s", label=1, verdict=2, strategy="reflectrm",
+                           model="m", anchor_confidence=anchor, flags=flags, twin_id=None, correction_id=None,
+                           created_at=datetime(2026, 1, 1, tzinfo=timezone.utc), swapped=False)
+
+
+def test_every_review_flag_has_words_for_why_an_item_is_where_it_is_in_the_queue() -> None:
+    from reflectrm_db.records import REVIEW_FLAGS
+    assert set(views.QUEUE_REASONS) == set(REVIEW_FLAGS)
+
+
+@pytest.mark.parametrize("flags, anchor, said", [
+    pytest.param(("label_disagrees", "overturned"), 0.4123, ["2 of 5 flags", "contradicts the known label",
+                                                              "stage 2 overturned", "anchor confidence 0.412"],
+                 id="two-flags"),
+    pytest.param((), 0.9, ["no flag of 5 holds", "after every flagged judgment", "anchor confidence 0.900"],
+                 id="no-flags"),
+    pytest.param(("abstained",), None, ["1 of 5 flags", "no verdict", "no anchor confidence"], id="no-anchor"),
+])
+def test_the_review_header_says_why_the_item_is_where_it_is(flags, anchor, said) -> None:
+    reason = views.queue_reason(_summary(flags, anchor))
+    assert reason.startswith("Why here: ") and all(part in reason for part in said), reason
