@@ -50,10 +50,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from demo_loop import Loop, checkpoint, open_loop  # noqa: E402 - the loop bench's services
+from demo_loop import Loop, checkpoint, loop_arguments, open_loop, partial_results  # noqa: E402 - the loop bench's services
 from harness import finish, load_line, parser, stopwatch  # noqa: E402
 from reflectrm_db.rounds import LABEL_RULES, RoundConfig, SnapshotRule  # noqa: E402
-from reflectrm.demo import DEMO_MODEL_DIR, read_card  # noqa: E402
+from reflectrm.demo import read_card  # noqa: E402
 
 SEEDS = {"heldout": 779_001, "pool": 779_002, "answers": 779_003, "as_is": 779_004, "cut": 779_005,
          "turns": 779_006}
@@ -63,7 +63,7 @@ SNAPSHOTS = {"as_is": "agree-as-is", "agreed": "agree-agreed"}
 ADJUDICATOR = "adjudicator"
 DEFAULT_REVIEWERS = "careful-1=0.05,careful-2=0.05,careful-3=0.05,careless=0.35"
 FLIP = {"right": "wrong", "wrong": "right"}
-MAY_CHANGE = {"resume", "threads", "batch_size", "kv_cache_gib"}  # how a resumed run computes, not what it measures
+MAY_CHANGE = frozenset({"resume", "threads", "batch_size", "kv_cache_gib"})  # how a resumed run computes, not what it measures
 
 
 # --- the simulated people (pure) --------------------------------------------------------------------------------
@@ -424,13 +424,9 @@ def print_summary(results: Mapping[str, Any]) -> None:
 
 def arguments() -> Any:
     ap = parser(__doc__)
-    ap.add_argument("--out", type=Path, required=True, help="a new folder: the store, run folders, data sets, figures")
+    loop_arguments(ap)
     ap.add_argument("--resume", action="store_true",
                     help="go on in OUT where a stopped run of the same arguments left off (OUT/partial.json)")
-    ap.add_argument("--model", default=str(DEMO_MODEL_DIR), help="the demo judge to start from (default: the bundled one)")
-    ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"))
-    ap.add_argument("--kv-cache-gib", type=float, default=1.0, help="vLLM's KV cache per engine (GiB)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (judging and training)")
     ap.add_argument("--heldout", type=int, default=600, help="held-out pairs each checkpoint is compared on")
     ap.add_argument("--pool", type=int, default=400, help="pairs judged for the Review queue")
     ap.add_argument("--top", type=int, default=120, help="the queue's first judgments the round covers")
@@ -468,15 +464,7 @@ def arguments() -> Any:
 
 def resumed(ap: Any, args: Any) -> tuple[Loop, dict[str, Any]]:
     """The services over OUT's store again and what OUT/partial.json says was done."""
-    partial = args.out / "partial.json"
-    if not (args.out / "loop.db").exists() or not partial.exists():
-        ap.error(f"--resume needs a stopped run's store and OUT/partial.json in {args.out}: run without --resume")
-    done = json.loads(partial.read_text()).get("agreement", {})
-    now = plain_args(args)
-    changed = sorted(k for k, v in done.get("args", {}).items() if k not in MAY_CHANGE and now.get(k) != v)
-    if changed:
-        ap.error(f"--resume goes on with the stopped run's arguments, and these differ: {', '.join(changed)}; pass "
-                 "them as before, or start a new OUT")
+    done = partial_results(ap, args, "agreement", may_change=MAY_CHANGE)
     logging.basicConfig(level=logging.WARNING)
     return Loop(args), done
 

@@ -386,14 +386,35 @@ def open_loop(ap: Any, args: Any) -> Loop:
     return Loop(args)
 
 
-def main() -> int:
-    ap = parser(__doc__)
+def loop_arguments(ap: Any) -> None:
+    """The arguments every bench over the loop's services takes: its folder, the judge, the engine, the threads."""
     ap.add_argument("--out", type=Path, required=True, help="a new folder: the store, run folders, data sets, figures")
     ap.add_argument("--model", default=str(DEMO_MODEL_DIR), help="the demo judge to start from (default: the bundled one)")
     ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"),
                     help="the app's engine for every judgment (vllm: the `vllm` extra, several times faster here)")
     ap.add_argument("--kv-cache-gib", type=float, default=1.0, help="vLLM's KV cache per engine (GiB)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (judging and training)")
+
+
+def partial_results(ap: Any, args: Any, key: str, *, may_change: frozenset[str] = frozenset({"resume"})
+                    ) -> dict[str, Any]:
+    """What a stopped run in `args.out` measured (OUT/partial.json's `key`), when it ran with the same arguments but
+    those in `may_change` (how a run computes, not what it measures); refused with a one-line reason otherwise."""
+    path = args.out / "partial.json"
+    if not (args.out / "loop.db").exists() or not path.is_file():
+        ap.error(f"--resume needs a stopped run's store and OUT/partial.json in {args.out}: run without --resume")
+    done = json.loads(path.read_text()).get(key, {})
+    now = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    changed = sorted(k for k, v in done.get("args", {}).items() if k not in may_change and now.get(k) != v)
+    if changed:
+        ap.error(f"--resume goes on with the stopped run's arguments, and these differ: {', '.join(changed)}; pass "
+                 "them as before, or start a new OUT")
+    return done
+
+
+def main() -> int:
+    ap = parser(__doc__)
+    loop_arguments(ap)
     ap.add_argument("--parts", default="grpo,corrections", help="comma-separated: grpo, corrections")
     ap.add_argument("--heldout", type=int, default=600, help="held-out pairs")
     ap.add_argument("--unseen", type=int, default=300, help="pairs on problems nothing trains on")

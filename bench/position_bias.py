@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from demo_loop import Loop, checkpoint, open_loop  # noqa: E402 - the loop bench's services and Train tab path
+from demo_loop import Loop, checkpoint, loop_arguments, open_loop, partial_results  # noqa: E402 - the loop bench's services and Train tab path
 from harness import finish, load_line, parser, stopwatch  # noqa: E402
-from reflectrm.demo import DEMO_MODEL_DIR, read_card  # noqa: E402
+from reflectrm.demo import read_card  # noqa: E402
 
 SEEDS = {"heldout": 778_001, "train": 778_002}
 
@@ -97,26 +97,9 @@ def run(loop: Loop, done: dict[str, Any]) -> dict[str, Any]:
     return results
 
 
-def resumable(ap: Any, args: Any) -> dict[str, Any]:
-    """What a stopped run in `args.out` measured, when it ran with the same arguments (refused otherwise)."""
-    path = args.out / "partial.json"
-    if not path.is_file():
-        ap.error(f"--resume: {path} not found: resume a folder a stopped run of this bench left, or drop --resume")
-    done = json.loads(path.read_text()).get("bias", {})
-    same = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "resume"}
-    differ = sorted(k for k, v in done.get("args", {}).items() if k in same and same[k] != v)
-    if differ:
-        ap.error(f"--resume: the stopped run had other values of {', '.join(differ)}: give the same arguments")
-    return done
-
-
 def main() -> int:
     ap = parser(__doc__)
-    ap.add_argument("--out", type=Path, required=True, help="a new folder: the store, run folders, data sets, figures")
-    ap.add_argument("--model", default=str(DEMO_MODEL_DIR), help="the demo judge to start from (default: the bundled one)")
-    ap.add_argument("--backend", default="transformers", choices=("transformers", "vllm"))
-    ap.add_argument("--kv-cache-gib", type=float, default=1.0, help="vLLM's KV cache per engine (GiB)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (judging and training)")
+    loop_arguments(ap)
     ap.add_argument("--heldout", type=int, default=300, help="held-out pairs the before/after judges in both orders")
     ap.add_argument("--train-pairs", type=int, default=300, help="training pairs audited for the paper's examples")
     ap.add_argument("--steps", type=int, default=30, help="each run's steps (the rate decays over them)")
@@ -133,7 +116,7 @@ def main() -> int:
         args.heldout, args.train_pairs, args.steps, args.prompts_per_step, args.num_generations = 8, 12, 2, 2, 2
     args.max_steps = args.steps
     clock = stopwatch()
-    done = resumable(ap, args) if args.resume else {}
+    done = partial_results(ap, args, "bias") if args.resume else {}
     loop = Loop(args) if args.resume else open_loop(ap, args)
     try:
         results = run(loop, done)

@@ -66,3 +66,31 @@ def test_the_reviewer_walks_the_queue_and_corrects_only_wrong_judgments(loop) ->
         [c] = loop.services.runtime.store.corrections(judgment_id=jid)
         assert c.verdict == pair.label and c.marks == loop.marks(loop.services.runtime.store.load(jid).judgment)
     assert loop.figures["queue"]["looked"] == len(PAIRS)
+
+
+@pytest.mark.parametrize("stored, now, may_change, problem", [
+    pytest.param(None, {"steps": 30}, (), "needs a stopped run's store", id="no-stopped-run"),
+    pytest.param({"steps": 30, "lr": 3e-4}, {"steps": 40, "lr": 3e-4}, (), "these differ: steps", id="changed-size"),
+    pytest.param({"steps": 30, "threads": 1}, {"steps": 30, "threads": 2}, ("threads",), None, id="may-change"),
+    pytest.param({"steps": 30}, {"steps": 30}, (), None, id="same-and-out-a-path"),
+])
+def test_a_resumed_loop_bench_goes_on_only_with_what_it_measured_before(bench, tmp_path, capsys, stored, now,
+                                                                        may_change, problem) -> None:
+    """`partial_results`, what bench/position_bias.py and bench/agreement_pays.py resume with; OUT is a Path in the
+    arguments and a string in partial.json."""
+    import argparse
+    import json
+
+    args = argparse.Namespace(**now, out=tmp_path)
+    if stored is not None:
+        (tmp_path / "loop.db").write_bytes(b"")
+        done = {"args": {**stored, "out": str(tmp_path)}, "runs": {"plain": "done"}}
+        (tmp_path / "partial.json").write_text(json.dumps({"bias": done}))
+    ap = argparse.ArgumentParser(prog="bench")
+    if problem is None:
+        assert bench.partial_results(ap, args, "bias", may_change=frozenset(may_change))["runs"] == {"plain": "done"}
+        return
+    with pytest.raises(SystemExit):
+        bench.partial_results(ap, args, "bias", may_change=frozenset(may_change))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert problem in err[-1] and len(err) == 2  # usage, then the one line
