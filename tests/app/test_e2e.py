@@ -273,6 +273,7 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(page: Page, dialogs: lis
 def _review_first_item(page: Page) -> int:
     open_tab(page, "Review queue")
     header = wait_value(page, "review-header", r"^Judgment #\d+")
+    assert "\nWhy here: " in header  # the queue's reason for the item, in words
     return int(re.match(r"Judgment #(\d+)", header).group(1))
 
 

@@ -48,7 +48,7 @@ def _layout() -> dict[str, Any]:
         c["jump"] = gr.Textbox(label="Open judgment #", scale=1, elem_id="review-jump")
         c["open"] = gr.Button("Open", scale=1, elem_id="review-open")
     c["jump_note"] = field_note("review-jump-note")  # a number that cannot be opened, said under the field
-    c["header"] = gr.Textbox(label="Item", interactive=False, lines=2, elem_id="review-header")
+    c["header"] = gr.Textbox(label="Item", interactive=False, lines=3, elem_id="review-header")
     # under the item's header, where the eye is after a key (and no toast: a toast per save piled up over the
     # analyses): each action replaces it
     c["status"] = gr.Textbox(label="Last action: saved, or a confirmation to answer", interactive=False,
