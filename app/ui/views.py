@@ -390,13 +390,13 @@ def _resp(x: int | None) -> str:
 # --- review ---------------------------------------------------------------------------------------------------
 
 
-QUEUE_REASONS = {
+QUEUE_REASONS = MappingProxyType({
     "abstained": "the judge gave no verdict",
     "label_disagrees": "its verdict contradicts the known label",
     "flipped": "judged in both orders, it picked different responses",
     "overturned": "stage 2 overturned the anchor's verdict",
     "split_vote": "its analyses split their votes between the responses",
-}
+})
 """What each review flag says about a judgment, in the words the Review tab shows."""
 
 
