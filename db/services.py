@@ -401,13 +401,17 @@ class JudgmentStore:
         seed = secrets.randbits(62) if seed is None else seed
 
         def work(s: Session) -> CorrectionRecord:
-            active = curation.active_correction_id(s, judgment_id) if edit_active else None
-            if active is not None:
-                curation.edit_correction(s, correction_id=active, author=author, verdict=verdict, note=note,
+            # one check of the active correction, inside add_correction (before it writes anything): a second
+            # check here could see none and the first see another writer's, committed in between
+            try:
+                cid = curation.add_correction(s, judgment_id=judgment_id, author=author, verdict=verdict, note=note,
+                                              marks=dict(marks or {}), max_pairs=max_pairs, seed=seed)
+            except curation.CorrectionExists as exists:
+                if not edit_active:
+                    raise
+                cid = exists.correction_id
+                curation.edit_correction(s, correction_id=cid, author=author, verdict=verdict, note=note,
                                          marks=dict(marks or {}))
-                return curation.get_corrections(s, correction_ids=[active])[0]
-            cid = curation.add_correction(s, judgment_id=judgment_id, author=author, verdict=verdict, note=note,
-                                          marks=dict(marks or {}), max_pairs=max_pairs, seed=seed)
             return curation.get_corrections(s, correction_ids=[cid])[0]
 
         return self._write(work)
