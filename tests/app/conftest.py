@@ -55,3 +55,16 @@ def biased_services(tmp_path: Path) -> Iterator[Services]:
 def pair() -> PreferencePair:
     return PreferencePair.from_query("What is 47 + 38?", "47 + 38 = 85.", "The answer is 75.", label=1,
                                      id="t:1", source="tests", subset="add")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """One Chromium per test module of the browser tests (Playwright is imported only where one is asked for)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.app.browser import launch_chromium
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 from reflectrm_db.services import JudgmentStore  # noqa: E402
 from reflectrm.backends import ScriptedBackend  # noqa: E402
@@ -27,7 +27,7 @@ from reflectrm.core.config import JudgeConfig  # noqa: E402
 from reflectrm.core.types import PreferencePair  # noqa: E402
 from reflectrm.demo import DEMO_MODEL_DIR, demo_domain  # noqa: E402
 from reflectrm.pipeline import judge_many  # noqa: E402
-from tests.app.browser import CHROMIUM, ProxyTrap, launch_chromium, running_app  # noqa: E402
+from tests.app.browser import CHROMIUM, ProxyTrap, running_app  # noqa: E402
 from tests.conftest import critique_output, response_output  # noqa: E402
 
 pytestmark = [
@@ -90,14 +90,6 @@ def app_url(db_url: str, seeded_ids: list[int], proxy_trap: ProxyTrap,
     """The app; every outbound HTTP request it makes goes to `proxy_trap` instead."""
     with running_app(db_url, log=tmp_path_factory.mktemp("log") / "app.log", **proxy_trap.env()) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ processes over one PostgreSQL store (the reviewers' contexts split across them).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +18,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 from reflectrm.agreement import Answer, agreement_report  # noqa: E402
 from reflectrm_app.ui.round_views import HIDDEN  # noqa: E402
 from reflectrm_db.services import JudgmentStore  # noqa: E402
-from tests.app.browser import CHROMIUM, launch_chromium, running_app  # noqa: E402
+from tests.app.browser import CHROMIUM, running_app  # noqa: E402
 from tests.app.test_e2e import _seed, open_tab, table, value, wait_value  # noqa: E402
 from tests.db.conftest import _pg_database, pg_server, pg_template  # noqa: E402,F401
 
@@ -38,14 +37,6 @@ LOGINS = {"ana": "pw-a", "ben": "pw-b", "cy": "pw-c"}
 AUTH = ",".join(f"{u}:{p}" for u, p in LOGINS.items())
 VERDICTS = {"ana": 1, "ben": 1, "cy": 2}  # cy disagrees with whoever shares an item with them
 ENV = {"REFLECTRM_AUTH": AUTH, "REFLECTRM_WARM_UP": "false"}  # no judging here: the model need not load
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 def logged_in(browser: Browser, url: str, user: str) -> Page:

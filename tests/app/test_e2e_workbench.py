@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 from reflectrm_db.evaluation import EvalRunRecord, EvalStore  # noqa: E402
 from reflectrm_db.services import JudgmentStore  # noqa: E402
 from tests.app.browser import (  # noqa: E402
-    CHROMIUM, app_process, launch_chromium, running_app,
+    CHROMIUM, app_process, running_app,
 )
 from tests.app.test_e2e import SEEDED, _seed, new_page, open_tab, table, value, wait_value  # noqa: E402
 
@@ -49,14 +49,6 @@ def db_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def app_url(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_app(db_url, log=tmp_path_factory.mktemp("log") / "app.log") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture
