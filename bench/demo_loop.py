@@ -172,17 +172,19 @@ class Loop:
     # --- the Train tab ----------------------------------------------------------------------------------
 
     def train(self, snapshot: str, *, minutes: float, steps: int | None, mix: str, name: str, seed: int = 0,
-              both_orders: bool = False) -> str:
+              both_orders: bool = False, prompts_per_step: int | None = None) -> str:
         """Start a run as the Train tab does, watch it to the end; returns its final model folder.
 
         With `steps`, the run is that many steps with the rate decayed linearly over them (the same run on a busy
-        machine); without, it runs for `minutes` with the rate decayed over the time budget (the tab's default)."""
+        machine); without, it runs for `minutes` with the rate decayed over the time budget (the tab's default).
+        `prompts_per_step` overrides the bench's --prompts-per-step for this run."""
         a = self.args
         budget = ({"max_steps": steps, "save_steps": steps, "lr_scheduler": "linear"} if steps else
                   {"max_steps": a.max_steps, "save_steps": a.max_steps, "max_minutes": minutes,
                    "decay_over_time": True})
         request = TrainRequest.from_form(snapshot=snapshot, base_model=a.model, learning_rate=a.lr,
-                                         batch_size=a.prompts_per_step, num_generations=a.num_generations,
+                                         batch_size=prompts_per_step or a.prompts_per_step,
+                                         num_generations=a.num_generations,
                                          max_completion_length=self.domain.output_tokens,
                                          gradient_checkpointing=False, mix=mix, mix_seed=seed, seed=seed,
                                          both_orders=both_orders, **budget)

@@ -10,7 +10,9 @@ Sets (the judge's own domain; no stage of its build asked their problems): held-
 before/after judges), and training pairs asking other problems. The training set is audited in both orders (the
 Audit tab's batch audit), the paper's examples are added from its judgments (Curate), one snapshot is taken, and
 two runs train on it with the same seed, steps and rate: one as the Train tab's default does, one with "Both
-orders" (each example rolled out with its other order in one step; a verdict paid only when right in both). The
+orders" (each example rolled out with its other order in one step; a right verdict paid the share of right verdicts
+in the other order), with twice the prompts a step so that each step sees as many distinct examples as the plain
+run's. The
 Audit tab's before/after then reports flip rate, first-slot win rate, both-orders accuracy and the reflections'
 first-critique share with Wilson intervals, and the paired change of flip rate and both-orders accuracy with a
 bootstrap interval and McNemar's p: starting judge -> plain run, starting judge -> both-orders run, plain run ->
@@ -86,7 +88,8 @@ def run(loop: Loop, done: dict[str, Any]) -> dict[str, Any]:
         finals = {}
     for name, both in (("plain", False), ("both-orders", True)):
         if name not in finals:
-            finals[name] = loop.train(snapshot, minutes=0, steps=a.steps, mix="paper", name=name, both_orders=both)
+            finals[name] = loop.train(snapshot, minutes=0, steps=a.steps, mix="paper", name=name, both_orders=both,
+                                      prompts_per_step=a.both_prompts_per_step if both else a.prompts_per_step)
             checkpoint(loop, "bias", {**results, "runs": loop.figures.get("runs", {})})
     results["start_to_plain"] = done.get("start_to_plain") or compare(loop, "", finals["plain"], "starting judge -> plain run")
     checkpoint(loop, "bias", results)
@@ -104,7 +107,10 @@ def main() -> int:
     ap.add_argument("--train-pairs", type=int, default=300, help="training pairs audited for the paper's examples")
     ap.add_argument("--steps", type=int, default=30, help="each run's steps (the rate decays over them)")
     ap.add_argument("--lr", type=float, default=3e-4, help="peak rate (the demo judge is tiny: far above the paper's)")
-    ap.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step (even: both orders of 4)")
+    ap.add_argument("--prompts-per-step", type=int, default=8, help="the plain run's prompts per step")
+    ap.add_argument("--both-prompts-per-step", type=int, default=None,
+                    help="the both-orders run's prompts per step (even; default twice --prompts-per-step: as many "
+                         "distinct examples a step as the plain run, each in both orders)")
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=16, help="pairs judged together (audit and evaluation)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole path")
@@ -114,6 +120,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.heldout, args.train_pairs, args.steps, args.prompts_per_step, args.num_generations = 8, 12, 2, 2, 2
+    if args.both_prompts_per_step is None:
+        args.both_prompts_per_step = 2 * args.prompts_per_step
     args.max_steps = args.steps
     clock = stopwatch()
     done = partial_results(ap, args, "bias") if args.resume else {}

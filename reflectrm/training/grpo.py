@@ -138,7 +138,9 @@ class TrainConfig:
     # How token losses are aggregated (TRL 1.16's GRPOConfig.loss_type, default "dapo": over the batch's active
     # tokens). "grpo" is the original GRPO loss (each sequence's mean, then the group's), with its length bias.
     loss_type: str = "dapo"
-    scale_rewards: str = "group"  # advantage normalisation: "group" (GRPO), "batch" or "none"
+    # advantage normalisation: "group" (GRPO), "batch" or "none"; with both_orders "group" scales over the step
+    # instead (`advantage_scale`: a group's own spread would divide out the other order's share the reward pays)
+    scale_rewards: str = "group"
     reward_weights: Mapping[str, float] = (("accuracy", 1.0),)  # reward name -> weight; add ("format", w) for a format reward
     # The format requirement: the accuracy and format rewards pay only after an analysis of at least this many
     # characters, so GRPO cannot learn to skip the analyses stage 2 compares (0: the verdict alone is paid)
@@ -299,7 +301,7 @@ def grpo_args(config: TrainConfig, output_dir: Path, *, world_size: int = 1) -> 
         max_steps=config.max_steps,
         beta=config.beta,
         loss_type=config.loss_type,
-        scale_rewards=config.scale_rewards,
+        scale_rewards=advantage_scale(config),
         reward_weights=list(config.reward_weights.values()),
         # under linear-time the run callback sets the rate each step over a constant schedule
         lr_scheduler_type="constant" if config.lr_scheduler == TIME_DECAY else config.lr_scheduler,
@@ -610,6 +612,16 @@ def leave_process_group() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def advantage_scale(config: TrainConfig) -> str:
+    """TRL's `scale_rewards` for a run: the config's, except that both orders turn "group" into "batch".
+
+    The consistency reward pays a right verdict the share of right verdicts in the other order's group, one number
+    per group: divided by its own group's spread it cancels (the run would be the plain outcome reward on both
+    orders). Scaled over the step, a group's update keeps the weight of how often its other order is right, so an
+    example the judge gets right in one order only is learned in the order it gets wrong. "none" and "batch" stay."""
+    return "batch" if config.both_orders and config.scale_rewards == "group" else config.scale_rewards
 
 
 def reward_function(name: str, config: TrainConfig) -> Any:

@@ -78,24 +78,26 @@ def consistency_reward(
     twin_key: Sequence[str] | None = None, order: Sequence[int] | None = None,
     min_analysis_chars: int = MIN_ANALYSIS_CHARS, **kwargs: Any
 ) -> list[float]:
-    """The accuracy reward paid only when the judge is right in both orders (J1's consistency reward,
-    arXiv 2505.10320): for rows written in both orders (`reflectrm.training.recipe.TWIN_FIELDS`), the k-th completion
-    of an example and the k-th completion of its other order, rolled out in the same step, are each paid 1.0 only
-    when both are right. A completion whose other order is not in the call (a row written in one order, or a step
-    that split a pair) is paid as `accuracy_reward` pays it."""
+    """The accuracy reward paid only as far as the judge is right in the other order too (J1's consistency reward,
+    arXiv 2505.10320, in expectation): for rows written in both orders (`reflectrm.training.recipe.TWIN_FIELDS`), a
+    right verdict is paid the share of right verdicts among its other order's completions in the same call (the
+    chance that a sample of the other order is right as well); a wrong one 0. Pairing the k-th completion with the
+    k-th of the other order, and paying 1 when both are right, has the same expectation with one unrelated sample's
+    noise on every reward. A completion whose other order is not in the call (a row written in one order, or a step
+    that split a pair) is paid as `accuracy_reward` pays it.
+
+    The share is one number per group: advantages scaled by their group's spread would divide it out, so the
+    both-orders option scales them over the step (`reflectrm.training.grpo.advantage_scale`)."""
     paid = accuracy_reward(completions, label, task, min_analysis_chars=min_analysis_chars)
     if twin_key is None or order is None:
         return paid
-    seen: dict[tuple[str, int], list[int]] = {}
-    rank = []
-    for i, (key, side) in enumerate(zip(twin_key, order, strict=True)):
-        group = seen.setdefault((key, int(side)), [])
-        rank.append(len(group))
-        group.append(i)
+    tally: dict[tuple[str, int], list[float]] = {}
+    for reward, key, side in zip(paid, twin_key, order, strict=True):
+        tally.setdefault((key, int(side)), []).append(reward)
     rewards = []
-    for i, (key, side) in enumerate(zip(twin_key, order, strict=True)):
-        partners = seen.get((key, 1 - int(side)), []) if key else []
-        rewards.append(paid[i] * paid[partners[rank[i]]] if rank[i] < len(partners) else paid[i])
+    for reward, key, side in zip(paid, twin_key, order, strict=True):
+        other = tally.get((key, 1 - int(side))) if key else None
+        rewards.append(reward * sum(other) / len(other) if other else reward)
     return rewards
 
 

@@ -1,5 +1,5 @@
 """GRPO's both-orders option (J1's consistency reward): every example is also written in the other order, the two
-are rolled out in the same step, and a verdict is paid only when the judge is right in both orders.
+are rolled out in the same step, and a right verdict is paid the share of right verdicts in the other order.
 
 The reward, the rows in the other order and the trainer's data order are pure logic tested on tables; one real
 two-step run on the demo judge checks that TRL hands the reward both orders of every example in one call."""
@@ -14,7 +14,7 @@ import pytest
 from reflectrm.core.prompts import Task
 from reflectrm.demo import DEMO_MODEL_DIR, demo_domain
 from reflectrm.errors import ConfigError
-from reflectrm.training.grpo import TrainConfig, grpo_args, reward_function, twin_blocks
+from reflectrm.training.grpo import TrainConfig, advantage_scale, grpo_args, reward_function, twin_blocks
 from reflectrm.training.recipe import Analysis, in_both_orders, other_order, preference_example
 from reflectrm.training.recipe import reflection_example, rows_hash
 from reflectrm.training.rewards import accuracy_reward, consistency_reward
@@ -23,14 +23,20 @@ RIGHT_1 = "<Analysis>checked both responses step by step</Analysis><Result>1</Re
 RIGHT_2 = "<Analysis>checked both responses step by step</Analysis><Result>2</Result>"
 GARBLED = "no verdict here"
 
-# (completions, labels, twin keys, orders) -> rewards. Label 1 in order 0 is label 2 in order 1.
+# (completions, labels, twin keys, orders) -> rewards. Label 1 in order 0 is label 2 in order 1. A right verdict
+# is paid the share of right verdicts among the other order's completions; a wrong one 0.
 CASES = {
     "both-orders-right": ([RIGHT_1, RIGHT_2], [1, 2], ["k", "k"], [0, 1], [1.0, 1.0]),
     "right-in-one-order-only": ([RIGHT_1, RIGHT_1], [1, 2], ["k", "k"], [0, 1], [0.0, 0.0]),
     "wrong-in-both": ([RIGHT_2, RIGHT_1], [1, 2], ["k", "k"], [0, 1], [0.0, 0.0]),
     "unparseable-partner-is-wrong": ([RIGHT_1, GARBLED], [1, 2], ["k", "k"], [0, 1], [0.0, 0.0]),
-    "k-th-rollout-pairs-with-k-th": (  # a group of two per prompt: rollout 0 with 0, 1 with 1
-        [RIGHT_1, RIGHT_2, RIGHT_2, RIGHT_2], [1, 1, 2, 2], ["k", "k", "k", "k"], [0, 0, 1, 1], [1.0, 0.0, 1.0, 0.0]),
+    "paid-the-other-orders-share": (  # a group of two per prompt: order 0 right 1 of 2, order 1 right 2 of 2
+        [RIGHT_1, RIGHT_2, RIGHT_2, RIGHT_2], [1, 1, 2, 2], ["k", "k", "k", "k"], [0, 0, 1, 1], [1.0, 0.0, 0.5, 0.5]),
+    "not-the-k-th-partner": (  # rollout 0 of order 0 is right, its k-th partner wrong: paid the share, not 0
+        [RIGHT_1, RIGHT_1, RIGHT_1, RIGHT_2], [1, 1, 2, 2], ["k", "k", "k", "k"], [0, 0, 1, 1], [0.5, 0.5, 0.0, 1.0]),
+    "a-group-of-four-by-quarters": (
+        [RIGHT_1] * 4 + [RIGHT_2, RIGHT_1, RIGHT_1, GARBLED], [1] * 4 + [2] * 4, ["k"] * 8, [0] * 4 + [1] * 4,
+        [0.25] * 4 + [1.0, 0.0, 0.0, 0.0]),
     "order-1-listed-first": ([RIGHT_2, RIGHT_1], [2, 1], ["k", "k"], [1, 0], [1.0, 1.0]),
     "partner-not-in-the-call-is-paid-as-accuracy": ([RIGHT_1, RIGHT_1], [1, 1], ["a", "b"], [0, 0], [1.0, 1.0]),
     "row-written-in-one-order": ([RIGHT_1, RIGHT_2], [1, 1], ["", ""], [0, 0], [1.0, 0.0]),
@@ -48,6 +54,43 @@ def test_the_consistency_reward_pays_only_a_verdict_right_in_both_orders(complet
 def test_without_twin_columns_the_consistency_reward_is_the_accuracy_reward():
     completions, labels, tasks = [RIGHT_1, RIGHT_2, GARBLED], [1, 1, 1], ["response"] * 3
     assert consistency_reward(completions, labels, tasks) == accuracy_reward(completions, labels, tasks) == [1, 0, 0]
+
+
+ADVANTAGE_SCALES = {  # (both orders, configured scale) -> TRL's scale_rewards
+    "plain-group": (False, "group", "group"), "plain-batch": (False, "batch", "batch"),
+    "plain-none": (False, "none", "none"), "both-group-is-over-the-step": (True, "group", "batch"),
+    "both-batch": (True, "batch", "batch"), "both-none": (True, "none", "none"),
+}
+
+
+@pytest.mark.parametrize(("both", "scale", "want"), list(ADVANTAGE_SCALES.values()), ids=list(ADVANTAGE_SCALES))
+def test_both_orders_scales_advantages_over_the_step_where_a_group_would_cancel_the_share(tmp_path, both, scale, want):
+    config = TrainConfig(both_orders=both, batch_size=2, scale_rewards=scale, device="cpu", max_steps=1)
+    assert advantage_scale(config) == want
+    assert grpo_args(config, tmp_path).scale_rewards == want
+
+
+def test_under_the_steps_scale_the_share_weights_each_groups_update_by_its_other_order():
+    """What TRL does with the rewards (group mean out, divided by the step's spread): an example right in order 0
+    and mostly wrong in order 1 is learned in order 1; under the group's own spread the share would cancel."""
+    import statistics
+
+    g0 = [RIGHT_1] * 3 + [RIGHT_2]  # order 0: 3 of 4 right
+    g1 = [RIGHT_1] * 3 + [RIGHT_1]  # order 1 (label 2): 0 of 4 right ...
+    g1[0] = RIGHT_2  # ... but 1 of 4
+    rewards = consistency_reward(g0 + g1, [1] * 4 + [2] * 4, ["response"] * 8, twin_key=["k"] * 8,
+                                 order=[0] * 4 + [1] * 4)
+    spread = statistics.pstdev(rewards)
+
+    def advantages(group: list[float], scale: float) -> list[float]:
+        mean = sum(group) / len(group)
+        return [(r - mean) / scale for r in group]
+
+    over_step = advantages(rewards[:4], spread) + advantages(rewards[4:], spread)
+    assert max(over_step[4:]) > 2 * max(over_step[:4]) > 0  # the weak order's right verdict is pushed hardest
+    plain = accuracy_reward(g0 + g1, [1] * 4 + [2] * 4, ["response"] * 8)
+    by_group = [a for g in (rewards[:4], rewards[4:]) for a in advantages(g, statistics.pstdev(g))]
+    assert by_group == pytest.approx([a for g in (plain[:4], plain[4:]) for a in advantages(g, statistics.pstdev(g))])
 
 
 def test_both_orders_pays_the_outcome_reward_by_the_consistency_rule_and_leaves_other_rewards():
