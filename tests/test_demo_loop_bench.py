@@ -94,3 +94,12 @@ def test_a_resumed_loop_bench_goes_on_only_with_what_it_measured_before(bench, t
         bench.partial_results(ap, args, "bias", may_change=frozenset(may_change))
     err = capsys.readouterr().err.strip().splitlines()
     assert problem in err[-1] and len(err) == 2  # usage, then the one line
+
+
+GROUPS = {0: 0, 1: 1, 2: 1, 3: 2, 7: 2, 8: 2}  # right samples of 8 -> the wrong-judgment group's index
+
+
+@pytest.mark.parametrize(("right", "group"), list(GROUPS.items()), ids=[f"{k}-right" for k in GROUPS])
+def test_what_corrections_fix_splits_wrong_judgments_by_how_often_their_samples_were_right(right, group) -> None:
+    fix = load_bench("what_corrections_fix")
+    assert fix.group_of(right) == fix.GROUPS[group]
