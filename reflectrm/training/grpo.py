@@ -138,8 +138,8 @@ class TrainConfig:
     # How token losses are aggregated (TRL 1.16's GRPOConfig.loss_type, default "dapo": over the batch's active
     # tokens). "grpo" is the original GRPO loss (each sequence's mean, then the group's), with its length bias.
     loss_type: str = "dapo"
-    # advantage normalisation: "group" (GRPO), "batch" or "none"; with both_orders "group" scales over the step
-    # instead (`advantage_scale`: a group's own spread would divide out the other order's share the reward pays)
+    # advantage normalisation: "group" (GRPO), "batch" or "none"; in both orders "group" scales over the step
+    # instead (a group's own spread would divide out the other order's share that the reward pays)
     scale_rewards: str = "group"
     reward_weights: Mapping[str, float] = (("accuracy", 1.0),)  # reward name -> weight; add ("format", w) for a format reward
     # The format requirement: the accuracy and format rewards pay only after an analysis of at least this many
@@ -171,8 +171,9 @@ class TrainConfig:
     seed: int = field(default=0, metadata={"parse": seed_number})  # seeds data order, sampling and initialisation
     # Position bias trained away (J1's consistency reward, arXiv 2505.10320): each example is rolled out in the same
     # step as its other order (responses, or a reflection pair's critiques, exchanged) and the outcome reward pays a
-    # verdict only when right in both orders. Needs data written in both orders (the Train tab writes it; `reflectrm
-    # export training --both-orders`) and an even batch_size.
+    # right verdict the share of right verdicts in the other order (advantages scaled over the step). Needs data
+    # written in both orders (the Train tab writes it; `reflectrm export training --both-orders`) and an even
+    # batch_size.
     both_orders: bool = False
 
     def __post_init__(self) -> None:

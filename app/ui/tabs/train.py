@@ -110,8 +110,8 @@ def _form(d: TrainRequest) -> dict[str, Any]:
     f["snapshot_mix"] = gr.Markdown(elem_id="train-snapshot-mix")
     f["both_orders"] = gr.Checkbox(
         d.config.both_orders, elem_id="train-both-orders",
-        label="Both orders: roll out each example in both orders, pay a verdict only when right in both "
-              "(trains position bias away; the Audit tab measures it)")
+        label="Both orders: roll out each example in both orders, pay a right verdict by how often the other "
+              "order is right too (trains position bias away; the Audit tab measures it)")
     f["base_model"] = gr.Textbox(d.base_model, label="Base model (default: the active judge)",
                                  elem_id="train-base-model")
     with gr.Row():
