@@ -89,7 +89,8 @@ def run(loop: Loop, done: dict[str, Any]) -> dict[str, Any]:
     for name, both in (("plain", False), ("both-orders", True)):
         if name not in finals:
             finals[name] = loop.train(snapshot, minutes=0, steps=a.steps, mix="paper", name=name, both_orders=both,
-                                      prompts_per_step=a.both_prompts_per_step if both else a.prompts_per_step)
+                                      prompts_per_step=a.both_prompts_per_step if both else a.prompts_per_step,
+                                      seed=a.seed)
             checkpoint(loop, "bias", {**results, "runs": loop.figures.get("runs", {})})
     results["start_to_plain"] = done.get("start_to_plain") or compare(loop, "", finals["plain"], "starting judge -> plain run")
     checkpoint(loop, "bias", results)
@@ -112,6 +113,7 @@ def main() -> int:
                     help="the both-orders run's prompts per step (even; default twice --prompts-per-step: as many "
                          "distinct examples a step as the plain run, each in both orders)")
     ap.add_argument("--num-generations", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0, help="both runs' training seed (data order, sampling, the mix's draw)")
     ap.add_argument("--batch-size", type=int, default=16, help="pairs judged together (audit and evaluation)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole path")
     ap.add_argument("--resume", action="store_true",
