@@ -64,7 +64,7 @@ GIVEN_ONLY = {"app"}  # unset flags keep the settings, which are the same classe
 OWN_MEANING = {  # option -> the commands whose option of that name is a setting of its own, and why
     "--batch-size": ({"train"}, "TrainConfig's prompts per optimizer step, not pairs per generation call"),
     "--both-orders": ({"eval", "serve", "train", "export"}, "eval's default follows the benchmark's protocol; "
-                      "serve's rewards cancel position bias by default; train pays a verdict right in both orders; "
+                      "serve's rewards cancel position bias by default; train pays a right verdict by how often the other order is right; "
                       "export writes the training rows train --both-orders reads"),
     "--no-both-orders": ({"eval", "serve", "train"}, "as --both-orders"),
     "--data": ({"train", "eval"}, "a training snapshot folder; a benchmark file or folder"),

@@ -99,7 +99,7 @@ def test_start_a_run_watch_it_and_use_its_checkpoint_as_the_judge(tmp_path: Path
         page.fill("#train-minutes input", "30")  # a budget these steps never reach, its rate decayed over it
         page.get_by_text("More settings").click()
         page.check("#train-decay input")
-        page.check("#train-both-orders input")  # each example with its other order, paid when right in both
+        page.check("#train-both-orders input")  # each example with its other order, paid by the other order's share
         page.click("#train-start")
         wait_value(page, "train-status", r"^(started run #1|error)")
         # the paper's 4:1 by default: all 8 preference examples, a quarter as many reflection pairs
