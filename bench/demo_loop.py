@@ -172,12 +172,13 @@ class Loop:
     # --- the Train tab ----------------------------------------------------------------------------------
 
     def train(self, snapshot: str, *, minutes: float, steps: int | None, mix: str, name: str, seed: int = 0,
-              both_orders: bool = False, prompts_per_step: int | None = None) -> str:
+              both_orders: bool = False, prompts_per_step: int | None = None, **config: Any) -> str:
         """Start a run as the Train tab does, watch it to the end; returns its final model folder.
 
         With `steps`, the run is that many steps with the rate decayed linearly over them (the same run on a busy
         machine); without, it runs for `minutes` with the rate decayed over the time budget (the tab's default).
-        `prompts_per_step` overrides the bench's --prompts-per-step for this run."""
+        `prompts_per_step` overrides the bench's --prompts-per-step for this run; `config`, other `TrainConfig` fields
+        (as the form passes them)."""
         a = self.args
         budget = ({"max_steps": steps, "save_steps": steps, "lr_scheduler": "linear"} if steps else
                   {"max_steps": a.max_steps, "save_steps": a.max_steps, "max_minutes": minutes,
@@ -187,7 +188,7 @@ class Loop:
                                          num_generations=a.num_generations,
                                          max_completion_length=self.domain.output_tokens,
                                          gradient_checkpointing=False, mix=mix, mix_seed=seed, seed=seed,
-                                         both_orders=both_orders, **budget)
+                                         both_orders=both_orders, **budget, **config)
         clock = stopwatch()
         # the judge's engine is let go while the run trains (an idle vLLM CPU engine keeps polling, most of a core);
         # the next judgment loads it again

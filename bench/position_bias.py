@@ -12,11 +12,11 @@ Audit tab's batch audit), the paper's examples are added from its judgments (Cur
 two runs train on it with the same seed, steps and rate: one as the Train tab's default does, one with "Both
 orders" (each example rolled out with its other order in one step; a right verdict paid the share of right verdicts
 in the other order), with twice the prompts a step so that each step sees as many distinct examples as the plain
-run's. The
-Audit tab's before/after then reports flip rate, first-slot win rate, both-orders accuracy and the reflections'
-first-critique share with Wilson intervals, and the paired change of flip rate and both-orders accuracy with a
+run's. The Audit tab's before/after then reports flip rate, first-slot win rate, both-orders accuracy and the
+reflections' first-critique share with Wilson intervals, and the paired change of flip rate and both-orders accuracy with a
 bootstrap interval and McNemar's p: starting judge -> plain run, starting judge -> both-orders run, plain run ->
-both-orders run (what the option adds).
+both-orders run (what the option adds). With --outcome-arm, a third run in both orders pays the plain outcome reward
+(same steps and prompts as the option's): what the option's reward adds over seeing each example in both orders.
 
 Every figure is printed; the last line is one JSON object with all of them (also OUT/results.json).
 """
@@ -34,6 +34,15 @@ from harness import finish, load_line, parser, stopwatch  # noqa: E402
 from reflectrm.demo import read_card  # noqa: E402
 
 SEEDS = {"heldout": 778_001, "train": 778_002}
+OUTCOME_REWARD = {"reflectrm.training.rewards:accuracy_reward": 1.0}  # by its path: both orders do not replace it
+RUNS = {"plain": (False, None), "both-orders": (True, None)}  # name -> (both orders, reward weights; None: the run's)
+COMPARES = (  # (result key, before run ("": the starting judge), after run, what the line says)
+    ("start_to_plain", "", "plain", "starting judge -> plain run"),
+    ("start_to_both", "", "both-orders", "starting judge -> both-orders run"),
+    ("plain_to_both", "plain", "both-orders", "plain run -> both-orders run"),
+    ("start_to_outcome", "", "both-orders-outcome", "starting judge -> both orders, outcome reward"),
+    ("outcome_to_both", "both-orders-outcome", "both-orders", "both orders, outcome reward -> both-orders run"),
+)
 
 
 def sets(loop: Loop) -> dict[str, list]:
@@ -72,6 +81,7 @@ def run(loop: Loop, done: dict[str, Any]) -> dict[str, Any]:
     print(f"position bias on {a.model} ({loop.domain.key}), {a.backend} backend; {load_line()}")
     if done:
         results = {k: v for k, v in done.items() if k != "runs"}
+        results["args"] = {**results.get("args", {}), "outcome_arm": a.outcome_arm}
         finals = resumed_finals(loop, done.get("runs", {}))
         snapshot = "bias-paper"
     else:
@@ -86,17 +96,19 @@ def run(loop: Loop, done: dict[str, Any]) -> dict[str, Any]:
                    "derived": {"preference": derived.preference, "reflection": derived.reflection},
                    "train_flipped": len(report.flipped)}
         finals = {}
-    for name, both in (("plain", False), ("both-orders", True)):
+    runs = dict(RUNS)
+    if a.outcome_arm:
+        runs["both-orders-outcome"] = (True, OUTCOME_REWARD)
+    for name, (both, reward) in runs.items():
         if name not in finals:
             finals[name] = loop.train(snapshot, minutes=0, steps=a.steps, mix="paper", name=name, both_orders=both,
                                       prompts_per_step=a.both_prompts_per_step if both else a.prompts_per_step,
-                                      seed=a.seed)
+                                      seed=a.seed, **({"reward_weights": reward} if reward else {}))
             checkpoint(loop, "bias", {**results, "runs": loop.figures.get("runs", {})})
-    results["start_to_plain"] = done.get("start_to_plain") or compare(loop, "", finals["plain"], "starting judge -> plain run")
-    checkpoint(loop, "bias", results)
-    results["start_to_both"] = done.get("start_to_both") or compare(loop, "", finals["both-orders"], "starting judge -> both-orders run")
-    checkpoint(loop, "bias", results)
-    results["plain_to_both"] = compare(loop, finals["plain"], finals["both-orders"], "plain run -> both-orders run")
+    for key, before, after, what in COMPARES:
+        if after in finals and (before == "" or before in finals) and key not in results:
+            results[key] = compare(loop, finals.get(before, ""), finals[after], what)
+            checkpoint(loop, "bias", {**results, "runs": loop.figures.get("runs", {})})
     results["runs"] = loop.figures.get("runs", {})
     return results
 
@@ -113,6 +125,9 @@ def main() -> int:
                     help="the both-orders run's prompts per step (even; default twice --prompts-per-step: as many "
                          "distinct examples a step as the plain run, each in both orders)")
     ap.add_argument("--num-generations", type=int, default=8)
+    ap.add_argument("--outcome-arm", action="store_true",
+                    help="also train a run in both orders that pays the plain outcome reward (what the option's reward "
+                         "adds over seeing each example in both orders); may be added on --resume")
     ap.add_argument("--seed", type=int, default=0, help="both runs' training seed (data order, sampling, the mix's draw)")
     ap.add_argument("--batch-size", type=int, default=16, help="pairs judged together (audit and evaluation)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole path")
@@ -126,7 +141,7 @@ def main() -> int:
         args.both_prompts_per_step = 2 * args.prompts_per_step
     args.max_steps = args.steps
     clock = stopwatch()
-    done = partial_results(ap, args, "bias") if args.resume else {}
+    done = partial_results(ap, args, "bias", may_change=frozenset({"resume", "outcome_arm"})) if args.resume else {}
     loop = Loop(args) if args.resume else open_loop(ap, args)
     try:
         results = run(loop, done)
