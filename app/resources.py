@@ -64,10 +64,13 @@ class ReviewLeases:
         self._lock = threading.Lock()
         self._held: dict[int, tuple[str, float]] = {}
 
-    def take(self, judgment_id: int, owner: str) -> bool:
-        """Lease `judgment_id` to `owner` unless someone else holds it."""
+    def take(self, judgment_id: int, owner: str, *, unless_holding: bool = False) -> bool:
+        """Lease `judgment_id` to `owner` unless someone else holds it (`unless_holding`: or `owner` already holds
+        an item, checked in the same step)."""
         now = time.monotonic()
         with self._lock:
+            if unless_holding and self._holding(owner, now) is not None:
+                return False
             holder = self._held.get(judgment_id)
             if holder is not None and holder[0] != owner and holder[1] > now:
                 return False
@@ -80,6 +83,14 @@ class ReviewLeases:
         with self._lock:
             for jid in [j for j, (o, _) in self._held.items() if o == owner]:
                 del self._held[jid]
+
+    def holding(self, owner: str) -> int | None:
+        """The judgment `owner` holds (None: none, or its lease lapsed)."""
+        with self._lock:
+            return self._holding(owner, time.monotonic())
+
+    def _holding(self, owner: str, now: float) -> int | None:
+        return next((j for j, (o, until) in self._held.items() if o == owner and until > now), None)
 
 
 class ModelHolder:

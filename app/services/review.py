@@ -53,6 +53,26 @@ class ReviewService:
                 return self._review_item(summary, remaining=remaining, wrapped=start > 0 and not ahead)
         return None
 
+    def first_for_review(self, *, reviewer: str, skip: Sequence[int] = (), source: str = "") -> ReviewItem | None:
+        """The queue's first item for a reviewer who holds none (the Review tab as it opens); None when the queue is
+        empty, or when the reviewer holds an item: one opened meanwhile (by number) stays theirs, checked in the
+        same step as each lease is taken."""
+        if self.leases.holding(reviewer) is not None:
+            return None
+        leave_out = set(skip)
+        queue = self.runtime.store.review_queue(limit=REVIEW_WINDOW, source=source or None)
+        open_ids = [s.id for s in queue if s.id not in leave_out]
+        for k, summary in enumerate(s for s in queue if s.id not in leave_out):
+            if self.leases.take(summary.id, reviewer, unless_holding=True):
+                return self._review_item(summary, remaining=len(open_ids) - k)
+            if self.leases.holding(reviewer) is not None:
+                return None  # an item was opened while the queue was read
+        return None
+
+    def holding(self, reviewer: str) -> int | None:
+        """The judgment this reviewer holds under a lease (None: none)."""
+        return self.leases.holding(reviewer)
+
     def review_item(self, judgment_id: int, *, reviewer: str) -> ReviewItem:
         """One judgment for review, by id (also an already corrected one)."""
         summary = self.runtime.store.summary(int(judgment_id))

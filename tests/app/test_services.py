@@ -316,6 +316,48 @@ def test_leases_expire() -> None:
     leases = ReviewLeases(ttl_s=0.0)
     assert leases.take(1, "a")
     assert leases.take(1, "b")  # a's lease has lapsed
+    assert leases.holding("b") is None
+
+
+def test_a_lease_taken_unless_holding_is_refused_to_a_reviewer_who_holds_an_item() -> None:
+    leases = ReviewLeases()
+    assert leases.holding("a") is None and leases.take(1, "a", unless_holding=True)
+    assert not leases.take(2, "a", unless_holding=True) and leases.holding("a") == 1
+    assert leases.take(2, "a") and leases.holding("a") == 2  # a plain take moves the reviewer's one lease
+
+
+def _judged(services: Services, n: int) -> list[int]:
+    services.judging.add_demo_pairs(n)
+    return [services.judging.judge(p).judgment_id for _, p in services.judging.pairs(services.judging.demo_source())]
+
+
+def test_the_tab_opening_takes_the_queues_first_item_for_a_reviewer_who_holds_none(services: Services) -> None:
+    _judged(services, 3)
+    first = services.review.first_for_review(reviewer="a")
+    assert first is not None and services.review.holding("a") == first.stored.id
+    assert first.stored.id == services.runtime.store.review_queue(limit=1)[0].id
+    assert services.review.first_for_review(reviewer="a") is None  # it holds one: the tab leaves it on screen
+    other = services.review.first_for_review(reviewer="b")
+    assert other is not None and other.stored.id != first.stored.id  # held by a: b gets the next
+
+
+def test_an_item_opened_while_the_tab_opens_is_not_replaced_by_the_queues_first(services: Services,
+                                                                                 monkeypatch) -> None:
+    """Opening the tab and opening a judgment by number are in flight at once: the number wins, whichever lease
+    step comes first (once the browser test's key press saved nothing, its item replaced under it)."""
+    ids = _judged(services, 3)
+    opened = ids[-1]
+    store = services.runtime.store
+    read = store.review_queue
+
+    def open_while_reading(**kwargs):  # the Open button's handler runs between the read and the lease
+        queue = read(**kwargs)
+        services.review.review_item(opened, reviewer="a")
+        return queue
+
+    monkeypatch.setattr(store, "review_queue", open_while_reading)
+    assert services.review.first_for_review(reviewer="a") is None
+    assert services.review.holding("a") == opened
 
 
 def test_correction_derives_examples_and_editing_replaces_them(services: Services, pair: PreferencePair) -> None:

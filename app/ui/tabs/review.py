@@ -122,7 +122,14 @@ def _wire_walk(review: Any, page: ReviewPage, tab: Any) -> None:
             return {**unchanged(shown), c["jump_note"]: views.note_markdown(f"error: {exc}")}
 
     def first_item(cur, skip_ids, src, request: gr.Request):
-        return unchanged(shown) if cur else _next_item(review, None, skip_ids, src, request)
+        # as the tab opens; an item opened by number while this ran (both are in flight at once) is not replaced
+        if cur:
+            return unchanged(shown)
+        reviewer = session_key(request, "review")
+        item = review.first_for_review(reviewer=reviewer, skip=skip_ids, source=src or "")
+        if review.holding(reviewer) != (item.stored.id if item else None):
+            return unchanged(shown)
+        return show(item)
 
     walk = [c["current"], c["skipped"], c["source"]]
     passed_over = "(...values) => { window.reflectrmAnswered?.(); return values; }"  # a question on screen leaves
