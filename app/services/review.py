@@ -29,7 +29,8 @@ class ReviewService:
     leases: ReviewLeases = field(default_factory=ReviewLeases)
 
     def next_for_review(
-        self, *, reviewer: str, skip: Sequence[int] = (), after: int | None = None, source: str = ""
+        self, *, reviewer: str, skip: Sequence[int] = (), after: int | None = None, source: str = "",
+        keep_held: bool = False,
     ) -> ReviewItem | None:
         """The uncorrected judgment that follows `after` in the queue's order (Next walks the whole queue and
         wraps to its start, saying so; `after` itself comes last), leaving out what this reviewer skipped and
@@ -37,6 +38,9 @@ class ReviewService:
 
         The queue's order is kept by reading it with the corrected judgments in it: `after` may just have been
         corrected (and left the queue) and the walk still goes on from where it was.
+
+        `keep_held` (the Review tab as it opens): a reviewer who holds an item keeps it and gets None, also one
+        opened (by number) while the queue was read: checked in the same step as each lease is taken.
         """
         leave_out = set(skip)
         queue = self.runtime.store.review_queue(limit=REVIEW_WINDOW, source=source or None, include_corrected=True)
@@ -45,28 +49,16 @@ class ReviewService:
         walk = [(k >= start, s) for k, s in enumerate(queue)]
         candidates = [(ahead, s) for ahead, s in walk[start:] + walk[:start]
                       if s.correction_id is None and s.id not in leave_out]
-        self.leases.release(reviewer)
+        if not keep_held:
+            self.leases.release(reviewer)
         open_ids = [s.id for _, s in walk if s.correction_id is None and s.id not in leave_out]
         for ahead, summary in candidates:
-            if self.leases.take(summary.id, reviewer):  # remaining: this item and those after it, up to the end
+            if self.leases.take(summary.id, reviewer, unless_holding=keep_held):
+                # remaining: this item and those after it, up to the end
                 remaining = len(open_ids) - open_ids.index(summary.id)
                 return self._review_item(summary, remaining=remaining, wrapped=start > 0 and not ahead)
-        return None
-
-    def first_for_review(self, *, reviewer: str, skip: Sequence[int] = (), source: str = "") -> ReviewItem | None:
-        """The queue's first item for a reviewer who holds none (the Review tab as it opens); None when the queue is
-        empty, or when the reviewer holds an item: one opened meanwhile (by number) stays theirs, checked in the
-        same step as each lease is taken."""
-        if self.leases.holding(reviewer) is not None:
-            return None
-        leave_out = set(skip)
-        queue = self.runtime.store.review_queue(limit=REVIEW_WINDOW, source=source or None)
-        open_ids = [s.id for s in queue if s.id not in leave_out]
-        for k, summary in enumerate(s for s in queue if s.id not in leave_out):
-            if self.leases.take(summary.id, reviewer, unless_holding=True):
-                return self._review_item(summary, remaining=len(open_ids) - k)
-            if self.leases.holding(reviewer) is not None:
-                return None  # an item was opened while the queue was read
+            if keep_held and self.leases.holding(reviewer) is not None:
+                return None
         return None
 
     def holding(self, reviewer: str) -> int | None:

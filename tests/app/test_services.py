@@ -333,11 +333,11 @@ def _judged(services: Services, n: int) -> list[int]:
 
 def test_the_tab_opening_takes_the_queues_first_item_for_a_reviewer_who_holds_none(services: Services) -> None:
     _judged(services, 3)
-    first = services.review.first_for_review(reviewer="a")
+    first = services.review.next_for_review(reviewer="a", keep_held=True)
     assert first is not None and services.review.holding("a") == first.stored.id
     assert first.stored.id == services.runtime.store.review_queue(limit=1)[0].id
-    assert services.review.first_for_review(reviewer="a") is None  # it holds one: the tab leaves it on screen
-    other = services.review.first_for_review(reviewer="b")
+    assert services.review.next_for_review(reviewer="a", keep_held=True) is None  # it holds one: the tab leaves it on screen
+    other = services.review.next_for_review(reviewer="b", keep_held=True)
     assert other is not None and other.stored.id != first.stored.id  # held by a: b gets the next
 
 
@@ -356,7 +356,7 @@ def test_an_item_opened_while_the_tab_opens_is_not_replaced_by_the_queues_first(
         return queue
 
     monkeypatch.setattr(store, "review_queue", open_while_reading)
-    assert services.review.first_for_review(reviewer="a") is None
+    assert services.review.next_for_review(reviewer="a", keep_held=True) is None
     assert services.review.holding("a") == opened
 
 

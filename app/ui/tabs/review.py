@@ -126,7 +126,7 @@ def _wire_walk(review: Any, page: ReviewPage, tab: Any) -> None:
         if cur:
             return unchanged(shown)
         reviewer = session_key(request, "review")
-        item = review.first_for_review(reviewer=reviewer, skip=skip_ids, source=src or "")
+        item = review.next_for_review(reviewer=reviewer, skip=skip_ids, source=src or "", keep_held=True)
         if review.holding(reviewer) != (item.stored.id if item else None):
             return unchanged(shown)
         return show(item)
