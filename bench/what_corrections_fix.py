@@ -44,29 +44,32 @@ def right_samples(loop: Loop, judgment_ids: list[int]) -> dict[int, int]:
     return out
 
 
-def heldout_run(loop: Loop, model: str) -> Any:
-    """The newest completed held-out run of `model` (the Evaluate tab's runs)."""
-    runs = [r for r in loop.evaluation.evals.runs(limit=10_000)
-            if r.model == model and r.benchmark == HELDOUT and r.status == "completed"]
-    if not runs:
-        raise SystemExit(f"no completed held-out run of {model} in {loop.out}: run demo_loop.py --parts corrections")
-    return max(runs, key=lambda r: r.id)
+def heldout_runs(loop: Loop) -> dict[str, Any]:
+    """Model -> its newest completed held-out run (the Evaluate tab's runs), read once."""
+    runs: dict[str, Any] = {}
+    for r in sorted(loop.evaluation.evals.runs(limit=10_000), key=lambda r: r.id):
+        if r.benchmark == HELDOUT and r.status == "completed":
+            runs[r.model] = r
+    return runs
+
+
+def heldout_run(runs: dict[str, Any], model: str, out: Any) -> Any:
+    if model not in runs:
+        raise SystemExit(f"no completed held-out run of {model} in {out}: run demo_loop.py --parts corrections")
+    return runs[model]
 
 
 def verdicts(loop: Loop, run: Any) -> dict[str, Any]:
     return {i.item_id: i for i in loop.evaluation.evals.items(run.id) if i.strategy == STRATEGY and not i.swapped}
 
 
-def trained_on(loop: Loop, snapshot: str) -> Counter:
-    """The corrected judgments of a snapshot by the wrong-judgment group of the judgment as the judge made it."""
+def corrected_judgments(loop: Loop) -> dict[str, list[int]]:
+    """Snapshot name -> the judgments its corrections' preference examples came from (every example read once)."""
     store = loop.services.runtime.store
-    found = {s.name: s for s in store.snapshots()}
-    if snapshot not in found:
-        return Counter()
-    members = set(store.snapshot_members(found[snapshot].id).get("preference", []))
-    examples = [e for e in store.examples("preference", states=None, limit=None) if e.id in members]
-    judged = right_samples(loop, [e.judgment_id for e in examples if e.correction_id and e.judgment_id])
-    return Counter(group_of(k) for k in judged.values())
+    by_example = {e.id: e.judgment_id for e in store.examples("preference", states=None, limit=None)
+                  if e.correction_id and e.judgment_id}
+    return {s.name: [by_example[i] for i in store.snapshot_members(s.id).get("preference", []) if i in by_example]
+            for s in store.snapshots()}
 
 
 def main() -> int:
@@ -77,11 +80,17 @@ def main() -> int:
     results_path = args.out / "results.json"
     if not results_path.is_file():
         ap.error(f"{results_path} is missing: pass the --out of a finished demo_loop.py --parts corrections run")
-    done = json.loads(results_path.read_text())
-    args.model = done["args"]["model"]
+    try:
+        done = json.loads(results_path.read_text(encoding="utf-8"))
+        args.model = done["args"]["model"]
+    except (ValueError, TypeError, KeyError) as exc:
+        ap.error(f"{results_path} is not a demo_loop.py results file ({type(exc).__name__}: {exc}): pass the --out of a "
+                 "finished demo_loop.py --parts corrections run")
     loop = Loop(args)
     try:
-        start = verdicts(loop, heldout_run(loop, args.model))
+        runs = heldout_runs(loop)
+        snapshots = corrected_judgments(loop)
+        start = verdicts(loop, heldout_run(runs, args.model, args.out))
         judged = right_samples(loop, [i.judgment_id for i in start.values() if i.judgment_id is not None])
         kind = {k: "right" if i.verdict == i.label else group_of(judged.get(i.judgment_id, 0)) for k, i in start.items()}
         sizes = Counter(kind.values())
@@ -92,11 +101,11 @@ def main() -> int:
             if name == "queue-no-replay":
                 continue  # another mix: not an order of the same training
             view = loop.training.watch(int(figures["run"]))
-            after = verdicts(loop, heldout_run(loop, view.run.output_model))
+            after = verdicts(loop, heldout_run(runs, view.run.output_model, args.out))
             fixed = Counter(kind[k] for k, i in after.items() if kind.get(k) in GROUPS and i.verdict == i.label)
             broken = sum(1 for k, i in after.items() if kind.get(k) == "right" and i.verdict != i.label)
             snapshot = "loop-queue" if name.startswith("queue") else f"loop-{name}"
-            taught = trained_on(loop, snapshot)
+            taught = Counter(group_of(k) for k in right_samples(loop, snapshots.get(snapshot, [])).values())
             arms[name] = {"fixed": {g: fixed[g] for g in GROUPS}, "fixed_total": sum(fixed.values()),
                           "broken": broken, "gain_points": round(100 * (sum(fixed.values()) - broken) / len(start), 1),
                           "trained_on": {g: taught[g] for g in GROUPS}}
